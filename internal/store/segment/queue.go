@@ -1,0 +1,425 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rocketstore/engine/internal/vfs"
+)
+
+// NameLen is the length of a segment file name: the base offset in 20 zero-padded digits
+// (RocketMQ's UtilAll.offset2FileName), so that names sort as their offsets do.
+const NameLen = 20
+
+// Name is the file name of the segment that starts at base.
+func Name(base int64) string { return fmt.Sprintf("%020d", base) }
+
+// ParseName returns the base offset a segment file name stands for.
+func ParseName(name string) (int64, bool) {
+	if len(name) != NameLen {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(name, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// Options configure a Queue.
+type Options struct {
+	FS  vfs.FS
+	Dir string
+	// FileSize is the size of every file of the queue.
+	FileSize int64
+	// ReserveStep, when non-zero, reserves disk blocks for a new file in steps of this many
+	// bytes as it is written, instead of the whole file at creation. Many mostly idle queues
+	// (10,000 topics x 4 ConsumeQueues) then cost disk for what they hold, not 6 MB each.
+	ReserveStep int64
+	// Prefault takes the page faults of a file allocated ahead (PrepareNext) before it is used.
+	Prefault bool
+	// ReadOnly maps existing files read-only and refuses to create any.
+	ReadOnly bool
+}
+
+// ErrOutOfRange is returned for an offset that no file of the queue holds.
+var ErrOutOfRange = errors.New("segment: offset out of range")
+
+// Queue is the ordered set of files that make up one log: files are contiguous, each starting
+// where the previous one ends, and named by their base offset.
+//
+// The file list is copy-on-write, so readers find files without a lock. Mutations (Roll,
+// DeleteFirst, TruncateTo) are serialised by mu; creating files (Roll, PrepareNext) by allocMu,
+// so that a roll waits for a file being allocated ahead rather than racing to create it.
+type Queue struct {
+	opts  Options
+	files atomic.Pointer[[]*File]
+
+	mu      sync.Mutex
+	allocMu sync.Mutex
+	ready   *File // the next file, allocated ahead; guarded by allocMu
+
+	flushedWhere atomic.Int64 // queue offset below which every byte is durable
+}
+
+// Open loads the files in opts.Dir (creating the directory unless read-only). Every file must
+// have exactly FileSize bytes and the files must be contiguous; like RocketMQ, a zero-length
+// last file (a creation that did not finish) is removed. Loaded files start out full (write
+// position = size); whoever recovers the queue moves the end with TruncateTo.
+func Open(opts Options) (*Queue, error) {
+	if opts.FileSize <= 0 {
+		return nil, fmt.Errorf("segment: file size %d", opts.FileSize)
+	}
+	q := &Queue{opts: opts}
+	if !opts.ReadOnly {
+		if err := opts.FS.MkdirAll(opts.Dir); err != nil {
+			return nil, err
+		}
+	}
+	ents, err := opts.FS.ReadDir(opts.Dir)
+	if err != nil {
+		if opts.ReadOnly && errors.Is(err, os.ErrNotExist) {
+			q.files.Store(new([]*File))
+			return q, nil
+		}
+		return nil, err
+	}
+	var files []*File
+	closeAll := func() {
+		for _, f := range files {
+			f.Release()
+		}
+	}
+	for i, e := range ents {
+		base, ok := ParseName(e.Name)
+		if e.IsDir || !ok {
+			continue
+		}
+		name := filepath.Join(opts.Dir, e.Name)
+		st, err := opts.FS.Stat(name)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		if st.Size == 0 && i == len(ents)-1 && !opts.ReadOnly {
+			if err := opts.FS.Remove(name); err != nil {
+				closeAll()
+				return nil, err
+			}
+			continue
+		}
+		if st.Size != opts.FileSize {
+			closeAll()
+			return nil, fmt.Errorf("segment: %s is %d bytes, want %d", name, st.Size, opts.FileSize)
+		}
+		if n := len(files); n > 0 && files[n-1].End() != base {
+			closeAll()
+			return nil, fmt.Errorf("segment: %s does not follow %s: files are missing", name, files[n-1].Name())
+		}
+		mode := vfs.ReadWrite
+		if opts.ReadOnly {
+			mode = vfs.ReadOnly
+		}
+		seg, err := opts.FS.OpenSegment(name, opts.FileSize, mode)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		f := newFile(seg, name, base, opts.ReserveStep)
+		f.wrote.Store(opts.FileSize)
+		f.flushed.Store(opts.FileSize)
+		files = append(files, f)
+	}
+	q.files.Store(&files)
+	q.flushedWhere.Store(q.MaxOffset())
+	return q, nil
+}
+
+// Dir is the queue's directory.
+func (q *Queue) Dir() string { return q.opts.Dir }
+
+// FileSize is the size of every file.
+func (q *Queue) FileSize() int64 { return q.opts.FileSize }
+
+// Files is a snapshot of the files, oldest first. The files are not referenced: a caller that
+// reads their bytes must Acquire them.
+func (q *Queue) Files() []*File { return *q.files.Load() }
+
+// First is the oldest file, or nil.
+func (q *Queue) First() *File {
+	fs := q.Files()
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs[0]
+}
+
+// Last is the newest file (the one being written), or nil.
+func (q *Queue) Last() *File {
+	fs := q.Files()
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs[len(fs)-1]
+}
+
+// MinOffset is the base of the oldest file, or 0 when there is none.
+func (q *Queue) MinOffset() int64 {
+	if f := q.First(); f != nil {
+		return f.Base()
+	}
+	return 0
+}
+
+// MaxOffset is the queue offset just past the last byte written, or 0 when there is no file.
+func (q *Queue) MaxOffset() int64 {
+	if f := q.Last(); f != nil {
+		return f.Base() + f.Wrote()
+	}
+	return 0
+}
+
+// FlushedWhere is the queue offset below which every byte is known durable.
+func (q *Queue) FlushedWhere() int64 { return q.flushedWhere.Load() }
+
+// File returns the file that holds offset off without taking a reference, or nil.
+func (q *Queue) File(off int64) *File {
+	fs := q.Files()
+	if len(fs) == 0 || off < fs[0].Base() {
+		return nil
+	}
+	i := (off - fs[0].Base()) / q.opts.FileSize
+	if i >= int64(len(fs)) {
+		return nil
+	}
+	return fs[i]
+}
+
+// Acquire returns the file that holds offset off with a reader's reference taken; the caller
+// must Release it. It fails with ErrOutOfRange when no file holds off and with ErrDeleted when
+// the file was deleted in the meantime.
+func (q *Queue) Acquire(off int64) (*File, error) {
+	f := q.File(off)
+	if f == nil {
+		return nil, fmt.Errorf("%w: %d not in [%d, %d)", ErrOutOfRange, off, q.MinOffset(), q.MaxOffset())
+	}
+	if !f.Acquire() {
+		return nil, fmt.Errorf("%w: %s", ErrDeleted, f.Name())
+	}
+	return f, nil
+}
+
+// Roll adds the next file and returns it; it becomes Last. base must be Last().End(), or any
+// multiple of FileSize when the queue is empty. A file allocated ahead by PrepareNext is used
+// when it is the right one, so that the writer does not wait for fallocate.
+func (q *Queue) Roll(base int64) (*File, error) {
+	if q.opts.ReadOnly {
+		return nil, fmt.Errorf("segment: %s is read-only", q.opts.Dir)
+	}
+	if last := q.Last(); last != nil && base != last.End() {
+		return nil, fmt.Errorf("segment: roll to %d, want %d", base, last.End())
+	}
+	if base%q.opts.FileSize != 0 || base < 0 {
+		return nil, fmt.Errorf("segment: roll to %d: not a multiple of %d", base, q.opts.FileSize)
+	}
+	q.allocMu.Lock()
+	f := q.ready
+	q.ready = nil
+	if f != nil && f.Base() != base {
+		q.discard(f)
+		f = nil
+	}
+	defer q.allocMu.Unlock()
+	if f == nil {
+		var err error
+		if f, err = q.create(base); err != nil {
+			return nil, err
+		}
+	}
+	// The file joins the list before allocMu is released, so that PrepareNext sees it as Last.
+	q.mu.Lock()
+	fs := append(append([]*File(nil), q.Files()...), f)
+	q.files.Store(&fs)
+	q.mu.Unlock()
+	return f, nil
+}
+
+// PrepareNext allocates the file after Last ahead of need (and prefaults it when configured),
+// so that the next Roll finds it ready. It does nothing when the queue is empty or the next
+// file is already prepared. It is slow (fallocate, page faults): call it off the writer.
+func (q *Queue) PrepareNext() error {
+	if q.opts.ReadOnly {
+		return nil
+	}
+	q.allocMu.Lock()
+	defer q.allocMu.Unlock()
+	last := q.Last()
+	if last == nil || (q.ready != nil && q.ready.Base() == last.End()) {
+		return nil
+	}
+	if q.ready != nil {
+		q.discard(q.ready)
+		q.ready = nil
+	}
+	f, err := q.create(last.End())
+	if err != nil {
+		return err
+	}
+	if q.opts.Prefault {
+		if err := f.Prefault(); err != nil {
+			q.discard(f)
+			return err
+		}
+	}
+	q.ready = f
+	return nil
+}
+
+// Prepared says whether the next file is allocated ahead.
+func (q *Queue) Prepared() bool {
+	q.allocMu.Lock()
+	defer q.allocMu.Unlock()
+	last := q.Last()
+	return q.ready != nil && last != nil && q.ready.Base() == last.End()
+}
+
+// create makes a new file at base and syncs the directory, so that the file's name survives a
+// crash as soon as the file is used. REQUIRES: allocMu held.
+func (q *Queue) create(base int64) (*File, error) {
+	name := filepath.Join(q.opts.Dir, Name(base))
+	reserve := q.opts.FileSize
+	if q.opts.ReserveStep > 0 {
+		reserve = min(q.opts.ReserveStep, q.opts.FileSize)
+	}
+	seg, err := q.opts.FS.CreateSegment(name, q.opts.FileSize, reserve)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.opts.FS.SyncDir(q.opts.Dir); err != nil {
+		seg.Close()
+		q.opts.FS.Remove(name)
+		return nil, err
+	}
+	return newFile(seg, name, base, q.opts.ReserveStep), nil
+}
+
+// discard unmaps and removes a file that never joined the queue.
+func (q *Queue) discard(f *File) {
+	f.Release()
+	q.opts.FS.Remove(f.Name())
+}
+
+// Flush makes every byte below target durable, syncing only what was not synced yet, file by
+// file. One goroutine at a time may call it.
+func (q *Queue) Flush(target int64) error {
+	for {
+		where := q.flushedWhere.Load()
+		if where >= target {
+			return nil
+		}
+		f := q.File(where)
+		if f == nil {
+			return nil
+		}
+		if !f.Acquire() {
+			return fmt.Errorf("%w: flush %s", ErrDeleted, f.Name())
+		}
+		err := f.Flush(target - f.Base())
+		next := f.Base() + f.Flushed()
+		f.Release()
+		if err != nil {
+			return err
+		}
+		if next <= where {
+			return nil // nothing more has been written
+		}
+		q.flushedWhere.Store(next)
+	}
+}
+
+// DeleteFirst deletes files from the oldest on while del says so, at most max of them, and
+// never the last file. It stops at the first file del keeps. Deleted files are unlinked at once
+// and unmapped when their last reader releases them. It returns the names it deleted.
+func (q *Queue) DeleteFirst(max int, del func(*File) bool) ([]string, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	fs := q.Files()
+	n := 0
+	for n < max && n < len(fs)-1 && del(fs[n]) {
+		n++
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	rest := append([]*File(nil), fs[n:]...)
+	q.files.Store(&rest)
+	var names []string
+	var errs []error
+	for _, f := range fs[:n] {
+		if err := q.opts.FS.Remove(f.Name()); err != nil {
+			errs = append(errs, err)
+		}
+		names = append(names, f.Name())
+		errs = append(errs, f.Release())
+	}
+	errs = append(errs, q.opts.FS.SyncDir(q.opts.Dir))
+	return names, errors.Join(errs...)
+}
+
+// TruncateTo makes off the end of the queue: files that start past off are deleted, the file
+// that holds off gets write and flush positions at off, and earlier files are left full. Bytes
+// past off are not touched (File.ZeroFrom clears them when wanted).
+func (q *Queue) TruncateTo(off int64) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	fs := q.Files()
+	keep := len(fs)
+	for i, f := range fs {
+		switch {
+		case f.Base() > off:
+			if keep == len(fs) {
+				keep = i
+			}
+		case off < f.End():
+			f.SetWrote(off - f.Base())
+			f.flushed.Store(off - f.Base())
+		}
+	}
+	if keep == len(fs) {
+		q.flushedWhere.Store(off)
+		return nil
+	}
+	rest := append([]*File(nil), fs[:keep]...)
+	q.files.Store(&rest)
+	var errs []error
+	for _, f := range fs[keep:] {
+		errs = append(errs, q.opts.FS.Remove(f.Name()), f.Release())
+	}
+	errs = append(errs, q.opts.FS.SyncDir(q.opts.Dir))
+	q.flushedWhere.Store(off)
+	return errors.Join(errs...)
+}
+
+// Close releases the queue's references; files still held by readers are unmapped when they
+// release them.
+func (q *Queue) Close() error {
+	q.allocMu.Lock()
+	if q.ready != nil {
+		q.ready.Release()
+		q.ready = nil
+	}
+	q.allocMu.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var errs []error
+	for _, f := range q.Files() {
+		errs = append(errs, f.Release())
+	}
+	q.files.Store(new([]*File))
+	return errors.Join(errs...)
+}

@@ -1,0 +1,353 @@
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// OS is the real file system: segments are fallocated, then mapped with MAP_SHARED; Sync is
+// msync(MS_SYNC) of the dirty pages only; Lock is an open-file-description fcntl lock on byte 0.
+type OS struct{}
+
+// Default is the OS file system.
+var Default FS = OS{}
+
+var pageSize = int64(os.Getpagesize())
+
+// CreateSegment implements FS.
+func (OS) CreateSegment(name string, size, reserve int64) (_ Segment, err error) {
+	if size <= 0 || reserve < 0 || reserve > size {
+		return nil, fmt.Errorf("vfs: create %s: bad size %d / reserve %d", name, size, reserve)
+	}
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(name)
+		}
+	}()
+	// The size is set first (sparse), then blocks are reserved for the part that will be written.
+	// Writes through the mapping go only below Reserved, so they never need a block the disk
+	// cannot give: ENOSPC comes back from fallocate as an error, never as a SIGBUS on a store.
+	if err := f.Truncate(size); err != nil {
+		return nil, fmt.Errorf("vfs: size %s: %w", name, err)
+	}
+	if reserve > 0 {
+		if err := fallocate(f, 0, reserve); err != nil {
+			return nil, fmt.Errorf("vfs: reserve %d bytes for %s: %w", reserve, name, err)
+		}
+	}
+	return mapSegment(f, name, size, reserve, ReadWrite)
+}
+
+// OpenSegment implements FS.
+func (OS) OpenSegment(name string, size int64, mode Mode) (_ Segment, err error) {
+	flag := os.O_RDWR
+	if mode == ReadOnly {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(name, flag, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() != size {
+		return nil, fmt.Errorf("vfs: open %s: size %d, want %d", name, st.Size(), size)
+	}
+	return mapSegment(f, name, size, 0, mode)
+}
+
+func mapSegment(f *os.File, name string, size, reserved int64, mode Mode) (Segment, error) {
+	prot := unix.PROT_READ
+	if mode == ReadWrite {
+		prot |= unix.PROT_WRITE
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), prot, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("vfs: mmap %s: %w", name, err)
+	}
+	s := &osSegment{f: f, name: name, data: data, mode: mode}
+	s.reserved = reserved
+	return s, nil
+}
+
+func fallocate(f *os.File, off, n int64) error {
+	for {
+		err := unix.Fallocate(int(f.Fd()), 0, off, n)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// osSegment is a mapped file. Reserve may be called from one goroutine (the file's writer) while
+// others read Data; reserved is guarded by mu so that Reserved can be read from anywhere.
+type osSegment struct {
+	f    *os.File
+	name string
+	data []byte
+	mode Mode
+
+	mu       sync.Mutex
+	reserved int64
+	closed   bool
+}
+
+func (s *osSegment) Data() []byte { return s.data }
+func (s *osSegment) Size() int64  { return int64(len(s.data)) }
+
+func (s *osSegment) Reserved() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reserved
+}
+
+func (s *osSegment) Reserve(upTo int64) error {
+	if s.mode != ReadWrite {
+		return fmt.Errorf("vfs: reserve %s: segment is read-only", s.name)
+	}
+	if upTo > int64(len(s.data)) {
+		return fmt.Errorf("vfs: reserve %s: %d past size %d", s.name, upTo, len(s.data))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if upTo <= s.reserved {
+		return nil
+	}
+	if err := fallocate(s.f, s.reserved, upTo-s.reserved); err != nil {
+		return fmt.Errorf("vfs: reserve %s [%d,%d): %w", s.name, s.reserved, upTo, err)
+	}
+	s.reserved = upTo
+	return nil
+}
+
+func (s *osSegment) Sync(from, to int64) error {
+	if s.mode != ReadWrite || from >= to {
+		return nil
+	}
+	if from < 0 || to > int64(len(s.data)) {
+		return fmt.Errorf("vfs: sync %s: range [%d,%d) outside [0,%d)", s.name, from, to, len(s.data))
+	}
+	start := from &^ (pageSize - 1) // msync wants a page-aligned address
+	if err := unix.Msync(s.data[start:to], unix.MS_SYNC); err != nil {
+		return fmt.Errorf("vfs: msync %s [%d,%d): %w", s.name, start, to, err)
+	}
+	return nil
+}
+
+func (s *osSegment) Prefault(from, to int64) error {
+	if s.mode != ReadWrite || from >= to {
+		return nil
+	}
+	if from < 0 || to > s.Reserved() {
+		return fmt.Errorf("vfs: prefault %s: range [%d,%d) outside reserved [0,%d)", s.name, from, to, s.Reserved())
+	}
+	start := from &^ (pageSize - 1)
+	// MADV_POPULATE_WRITE (Linux 5.14) takes the write faults without touching the bytes.
+	// Where the kernel lacks it, writing a byte back to itself on every page does the same.
+	if err := unix.Madvise(s.data[start:to], unix.MADV_POPULATE_WRITE); err == nil {
+		return nil
+	}
+	// An atomic add of zero is a write the compiler cannot drop, and it keeps the byte.
+	for p := start; p < to; p += pageSize {
+		atomic.AddUint32((*uint32)(unsafe.Pointer(&s.data[p])), 0)
+	}
+	return nil
+}
+
+func (s *osSegment) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := unix.Munmap(s.data)
+	s.data = nil
+	return errors.Join(err, s.f.Close())
+}
+
+// Create implements FS.
+func (OS) Create(name string) (File, error) { return os.Create(name) }
+
+// Open implements FS.
+func (OS) Open(name string) (File, error) { return os.Open(name) }
+
+// ReadFile implements FS.
+func (OS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
+
+// Remove implements FS.
+func (OS) Remove(name string) error { return os.Remove(name) }
+
+// Rename implements FS.
+func (OS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+// MkdirAll implements FS. New directories are made durable by syncing their parents.
+func (OS) MkdirAll(dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		created = append(created, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadDir implements FS.
+func (OS) ReadDir(dir string) ([]DirEntry, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DirEntry, 0, len(ents))
+	for _, e := range ents {
+		out = append(out, DirEntry{Name: e.Name(), IsDir: e.IsDir()})
+	}
+	slices.SortFunc(out, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Stat implements FS.
+func (OS) Stat(name string) (FileInfo, error) {
+	st, err := os.Stat(name)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	return FileInfo{Size: st.Size(), ModTime: st.ModTime(), IsDir: st.IsDir()}, nil
+}
+
+// SyncDir implements FS.
+func (OS) SyncDir(dir string) error { return syncDir(dir) }
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
+}
+
+// DiskUsage implements FS.
+func (OS) DiskUsage(dir string) (Usage, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return Usage{}, fmt.Errorf("vfs: statfs %s: %w", dir, err)
+	}
+	bs := uint64(st.Bsize)
+	return Usage{Total: st.Blocks * bs, Free: st.Bfree * bs, Avail: st.Bavail * bs}, nil
+}
+
+// heldLocks catches a second Lock of the same file inside this process: fcntl locks of either
+// kind do not conflict with the process's own open file descriptions in every case (classic
+// POSIX locks never do), and two engines in one process must not share a store either.
+var heldLocks sync.Map // absolute path -> struct{}
+
+// Lock implements FS. It uses an open-file-description lock (F_OFD_SETLK) on byte 0: it
+// conflicts with RocketMQ's FileChannel.tryLock (a classic fcntl lock on byte 0) and with other
+// engines, and unlike a classic fcntl lock it is not dropped when some unrelated descriptor of
+// the same file is closed in this process.
+func (OS) Lock(name string) (io.Closer, error) {
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return nil, err
+	}
+	if _, loaded := heldLocks.LoadOrStore(abs, struct{}{}); loaded {
+		return nil, fmt.Errorf("vfs: lock %s: %w (this process already holds it)", name, ErrLocked)
+	}
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		heldLocks.Delete(abs)
+		return nil, err
+	}
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: 0, Len: 1}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+		holder := lockHolder(f)
+		f.Close()
+		heldLocks.Delete(abs)
+		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) {
+			return nil, fmt.Errorf("vfs: lock %s: %w%s", name, ErrLocked, holder)
+		}
+		return nil, fmt.Errorf("vfs: lock %s: %w", name, err)
+	}
+	// RocketMQ writes "lock" into the file; keep the same bytes.
+	if _, err := f.WriteAt([]byte("lock"), 0); err == nil {
+		_ = f.Sync()
+	}
+	return &osLock{f: f, abs: abs}, nil
+}
+
+// lockHolder describes who holds the lock when the kernel can say: a classic fcntl lock
+// reports its pid; an OFD lock reports -1, and then the caller names the holder from
+// elsewhere (the store's abort file holds the running engine's pid).
+func lockHolder(f *os.File) string {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: 0, Len: 1}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err != nil || lk.Type == unix.F_UNLCK || lk.Pid <= 0 {
+		return ""
+	}
+	return " (held by " + describePID(int(lk.Pid)) + ")"
+}
+
+// describePID names a process as "pid N: command line" when /proc tells it.
+func describePID(pid int) string {
+	s := "pid " + strconv.Itoa(pid)
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil && len(b) > 0 {
+		cmd := strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+		s += ": " + cmd
+	}
+	return s
+}
+
+// DescribePID names a process as "pid N: command line" when /proc tells it, for error messages
+// about who holds a store.
+func DescribePID(pid int) string { return describePID(pid) }
+
+type osLock struct {
+	f    *os.File
+	abs  string
+	once sync.Once
+}
+
+func (l *osLock) Close() error {
+	var err error
+	l.once.Do(func() {
+		err = l.f.Close() // closing the only descriptor releases the OFD lock
+		heldLocks.Delete(l.abs)
+	})
+	return err
+}

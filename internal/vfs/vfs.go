@@ -1,0 +1,122 @@
+// Package vfs is the narrow file-system interface the store is written against.
+//
+// Production code uses OS (real files, fallocate, mmap, msync, fcntl locks); tests use Mem, an
+// in-memory implementation that models what a crash keeps (only synced bytes and synced directory
+// entries are certain to survive), and Faulty, a wrapper that injects errors or delays into any FS.
+//
+// The interface is kept to what the store calls. Two kinds of files exist:
+//
+//   - Segments: fixed-size files mapped into memory once, for the CommitLog, ConsumeQueue and
+//     IndexFile. Disk blocks are reserved (fallocate) before any byte is written through the
+//     mapping, so a full disk is an error from Reserve and never a SIGBUS on a store.
+//   - Plain files: small metadata (checkpoint, abort, config JSON), read and written whole.
+package vfs
+
+import (
+	"errors"
+	"io"
+	"time"
+)
+
+// FS is the file system the store uses. Names are slash-separated paths as the OS takes them.
+// Every method is safe for concurrent use.
+type FS interface {
+	// CreateSegment creates name, which must not exist, with exactly size bytes, reserves disk
+	// blocks for its first reserve bytes and maps the whole file read-write. On any error nothing
+	// is left behind: no mapping, no file.
+	CreateSegment(name string, size, reserve int64) (Segment, error)
+	// OpenSegment maps an existing file, which must be exactly size bytes long. Which of its
+	// blocks exist is not known, so it reports Reserved 0: a writer calls Reserve for the range
+	// it is about to write (cheap where the blocks already exist).
+	OpenSegment(name string, size int64, mode Mode) (Segment, error)
+
+	// Create creates or truncates a plain file for writing.
+	Create(name string) (File, error)
+	// Open opens a plain file for reading.
+	Open(name string) (File, error)
+	// ReadFile returns the whole content of a plain file.
+	ReadFile(name string) ([]byte, error)
+
+	Remove(name string) error
+	Rename(oldname, newname string) error
+	// MkdirAll creates dir and its parents. Directories are durable once created.
+	MkdirAll(dir string) error
+	// ReadDir lists dir, sorted by name.
+	ReadDir(dir string) ([]DirEntry, error)
+	Stat(name string) (FileInfo, error)
+	// SyncDir makes the entries of dir (creations, renames, removals) durable.
+	SyncDir(dir string) error
+
+	// Lock takes an exclusive lock on name (created if missing) that conflicts with other
+	// processes' fcntl locks on byte 0, as RocketMQ's FileChannel.tryLock. If another holder
+	// has it, the error wraps ErrLocked and names the holder when it can.
+	Lock(name string) (io.Closer, error)
+	// DiskUsage reports the space of the file system that holds dir.
+	DiskUsage(dir string) (Usage, error)
+}
+
+// Mode says how a segment is mapped.
+type Mode int
+
+const (
+	ReadWrite Mode = iota
+	ReadOnly
+)
+
+// Segment is one fixed-size file mapped into memory. Data stays valid until Close; the caller
+// guarantees that nobody touches Data after Close (segment.File does this with reference counts).
+type Segment interface {
+	// Data is the whole mapping, Size bytes. Bytes at or past Reserved must not be written.
+	Data() []byte
+	Size() int64
+	// Reserved is how many bytes from the start have disk blocks reserved.
+	Reserved() int64
+	// Reserve makes sure blocks exist for [0, upTo). On error (ENOSPC) Reserved is unchanged.
+	Reserve(upTo int64) error
+	// Sync makes the bytes in [from, to) durable (msync of the pages that cover them).
+	Sync(from, to int64) error
+	// Prefault takes the page faults for [from, to) now, so that later writes run at memory
+	// speed. It may dirty the pages (with the bytes they already hold).
+	Prefault(from, to int64) error
+	// Close unmaps the segment and closes the file. Data must not be used afterwards.
+	Close() error
+}
+
+// File is a plain file.
+type File interface {
+	io.Reader
+	io.Writer
+	io.ReaderAt
+	Sync() error
+	Close() error
+}
+
+// DirEntry is one entry of a directory listing.
+type DirEntry struct {
+	Name  string
+	IsDir bool
+}
+
+// FileInfo is what Stat returns.
+type FileInfo struct {
+	Size    int64
+	ModTime time.Time
+	IsDir   bool
+}
+
+// Usage is the space of one file system, in bytes.
+type Usage struct {
+	Total, Free, Avail uint64
+}
+
+// UsedRatio is the used fraction of the file system as df counts it (used / (used + avail)).
+func (u Usage) UsedRatio() float64 {
+	used := u.Total - u.Free
+	if used+u.Avail == 0 {
+		return 0
+	}
+	return float64(used) / float64(used+u.Avail)
+}
+
+// ErrLocked is wrapped by Lock's error when another holder has the lock.
+var ErrLocked = errors.New("vfs: locked by another holder")

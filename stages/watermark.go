@@ -1,0 +1,125 @@
+package stages
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+)
+
+// ErrClosed is what a watermark's waiters get when its owner stopped cleanly.
+var ErrClosed = errors.New("stages: closed")
+
+// Watermark is an offset that only moves up (Written, Durable, Dispatched). It has exactly one
+// owner, which calls Advance as work completes and Fail once when it stops; anyone may Load it
+// or Wait for it to reach an offset. Waiting is event-driven: Advance closes the channels of the
+// waiters it satisfies; nothing polls.
+type Watermark struct {
+	cur atomic.Int64
+
+	mu      sync.Mutex
+	err     error // sticky, set once by Fail
+	waiters []waiter
+}
+
+type waiter struct {
+	off int64
+	ch  chan struct{}
+}
+
+// NewWatermark returns a watermark that starts at off.
+func NewWatermark(off int64) *Watermark {
+	w := &Watermark{}
+	w.cur.Store(off)
+	return w
+}
+
+// Load is the current offset.
+func (w *Watermark) Load() int64 { return w.cur.Load() }
+
+// Advance moves the mark up to off (never down) and releases every waiter at or below it.
+func (w *Watermark) Advance(off int64) {
+	if off <= w.cur.Load() {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if off <= w.cur.Load() {
+		return
+	}
+	w.cur.Store(off)
+	kept := w.waiters[:0]
+	for _, wt := range w.waiters {
+		if wt.off <= off {
+			close(wt.ch)
+		} else {
+			kept = append(kept, wt)
+		}
+	}
+	clear(w.waiters[len(kept):])
+	w.waiters = kept
+}
+
+// Fail freezes the mark: waits at or below the current offset still succeed, every other
+// present or future wait returns err (ErrClosed for a clean stop). Only the first Fail counts.
+func (w *Watermark) Fail(err error) {
+	if err == nil {
+		err = ErrClosed
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return
+	}
+	w.err = err
+	for _, wt := range w.waiters {
+		close(wt.ch)
+	}
+	clear(w.waiters)
+	w.waiters = nil
+}
+
+// Err is the error the mark was failed with, or nil while its owner runs.
+func (w *Watermark) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Wait returns nil once the mark is at or past off, the mark's error if it was failed below off,
+// or ctx's error.
+func (w *Watermark) Wait(ctx context.Context, off int64) error {
+	ch, err := w.WaitChan(off)
+	if ch == nil {
+		return err
+	}
+	select {
+	case <-ch:
+		if w.cur.Load() >= off {
+			return nil
+		}
+		return w.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WaitChan returns a channel that is closed once the mark reaches off or fails, for callers
+// that select on several things. A nil channel means it is already decided: err is nil when the
+// mark is at or past off, else the mark's error. After the channel closes, Load tells which.
+func (w *Watermark) WaitChan(off int64) (<-chan struct{}, error) {
+	if w.cur.Load() >= off {
+		return nil, nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur.Load() >= off {
+		return nil, nil
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	ch := make(chan struct{})
+	w.waiters = append(w.waiters, waiter{off, ch})
+	return ch, nil
+}
