@@ -144,7 +144,7 @@ func TestOSLockOtherProcess(t *testing.T) {
 	}
 	name := filepath.Join(t.TempDir(), "lock")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLockChildHelper$")
-	cmd.Env = append(os.Environ(), "VFS_LOCK_CHILD="+name)
+	cmd.Env = append(os.Environ(), "VFS_LOCK_CHILD="+name, "GORACE=atexit_sleep_ms=0")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,140 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// Size is the length of a checkpoint file (RocketMQ maps one OS page).
+const Size = 4096
+
+// The layout. RocketMQ's five longs come first; our extension follows in bytes RocketMQ keeps
+// zero:
+//
+//	 0  physicMsgTimestamp   int64   RocketMQ
+//	 8  logicsMsgTimestamp   int64   RocketMQ
+//	16  indexMsgTimestamp    int64   RocketMQ (the last field of older versions)
+//	24  masterFlushedOffset  int64   RocketMQ
+//	32  confirmPhyOffset     int64   RocketMQ
+//	40  magic "RSCK"         4 bytes
+//	44  version              uint16  1
+//	46  length               uint16  bytes from magic through crc: 28 in version 1
+//	48  durableOffset        int64
+//	56  dispatchedOffset     int64
+//	64  crc                  uint32  CRC-32C (Castagnoli) of bytes [0, 40+length-4)
+//	68  zero up to 4096
+//
+// The CRC covers RocketMQ's fields too, so that a torn or damaged header is caught, not only a
+// damaged extension. length lets a later version append fields that this one skips: the CRC is
+// found and checked from length alone, and version changes only when old readers must refuse.
+const (
+	rocketMQLen    = 40 // the five longs
+	rocketMQMinLen = 24 // what versions before the HA fields wrote
+	extOff         = rocketMQLen
+	extVersion     = 1
+	extLenV1       = 28
+	extMaxLen      = Size - extOff
+)
+
+var (
+	extMagic   = [4]byte{'R', 'S', 'C', 'K'}
+	castagnoli = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// Decode errors. Decode wraps them with the detail.
+var (
+	// ErrCorrupt: the bytes are not a checkpoint we can trust: too short, or the extension is
+	// damaged, or its CRC does not match. A RocketMQ broker that wrote the file after our engine
+	// also causes it (the first 40 bytes changed under our CRC); the extension's offsets are then
+	// stale anyway, and the caller must recover without them.
+	ErrCorrupt = errors.New("checkpoint: corrupt")
+	// ErrVersion: the extension is intact but of a version this code cannot read.
+	ErrVersion = errors.New("checkpoint: unsupported extension version")
+)
+
+// Encode returns the Size bytes of the checkpoint file for c. Without a valid extension
+// (c.Ext.Valid false) they are exactly what RocketMQ writes: the five longs, then zeros.
+func Encode(c Checkpoint) []byte {
+	b := make([]byte, Size)
+	be := binary.BigEndian
+	be.PutUint64(b[0:], uint64(c.PhysicMsgTimestamp))
+	be.PutUint64(b[8:], uint64(c.LogicsMsgTimestamp))
+	be.PutUint64(b[16:], uint64(c.IndexMsgTimestamp))
+	be.PutUint64(b[24:], uint64(c.MasterFlushedOffset))
+	be.PutUint64(b[32:], uint64(c.ConfirmPhyOffset))
+	if !c.Ext.Valid {
+		return b
+	}
+	copy(b[extOff:], extMagic[:])
+	be.PutUint16(b[extOff+4:], extVersion)
+	be.PutUint16(b[extOff+6:], extLenV1)
+	be.PutUint64(b[extOff+8:], uint64(c.Ext.DurableOffset))
+	be.PutUint64(b[extOff+16:], uint64(c.Ext.DispatchedOffset))
+	crcOff := extOff + extLenV1 - 4
+	be.PutUint32(b[crcOff:], crc32.Checksum(b[:crcOff], castagnoli))
+	return b
+}
+
+// Decode parses a checkpoint file. It accepts what RocketMQ accepts: 24 bytes or more, with
+// missing bytes read as zeros (RocketMQ maps a full page over a shorter file) and bytes past
+// Size ignored.
+//
+// A file whose bytes after the first 40 are zero has no extension: it decodes with Ext.Valid
+// false and no error. Any other content there must be an intact extension, or Decode fails with
+// an error wrapping ErrCorrupt (or ErrVersion); the returned Checkpoint then still holds the
+// five RocketMQ fields as read, with Ext zero, for a caller that wants RocketMQ's view, though
+// on ErrCorrupt they may be damaged too.
+func Decode(b []byte) (Checkpoint, error) {
+	if len(b) < rocketMQMinLen {
+		return Checkpoint{}, fmt.Errorf("%w: %d bytes, want at least %d", ErrCorrupt, len(b), rocketMQMinLen)
+	}
+	var page [Size]byte
+	copy(page[:], b)
+	be := binary.BigEndian
+	c := Checkpoint{
+		PhysicMsgTimestamp:  int64(be.Uint64(page[0:])),
+		LogicsMsgTimestamp:  int64(be.Uint64(page[8:])),
+		IndexMsgTimestamp:   int64(be.Uint64(page[16:])),
+		MasterFlushedOffset: int64(be.Uint64(page[24:])),
+		ConfirmPhyOffset:    int64(be.Uint64(page[32:])),
+	}
+	ext, err := decodeExt(&page)
+	if err != nil {
+		return c, err
+	}
+	c.Ext = ext
+	return c, nil
+}
+
+// decodeExt reads the extension from a whole page.
+func decodeExt(page *[Size]byte) (Ext, error) {
+	be := binary.BigEndian
+	if [4]byte(page[extOff:extOff+4]) != extMagic {
+		// Zeros are RocketMQ's file. Anything else is a damaged magic or something we do not
+		// know; neither may pass for "no extension", or a flipped magic byte would go unseen.
+		for i, x := range page[extOff : extOff+extLenV1] {
+			if x != 0 {
+				return Ext{}, fmt.Errorf("%w: byte %d is %#02x where an extension or zeros belong", ErrCorrupt, extOff+i, x)
+			}
+		}
+		return Ext{}, nil
+	}
+	n := int(be.Uint16(page[extOff+6:]))
+	if n < extLenV1 || n > extMaxLen {
+		return Ext{}, fmt.Errorf("%w: extension length %d outside [%d, %d]", ErrCorrupt, n, extLenV1, extMaxLen)
+	}
+	crcOff := extOff + n - 4
+	if got, want := be.Uint32(page[crcOff:]), crc32.Checksum(page[:crcOff], castagnoli); got != want {
+		return Ext{}, fmt.Errorf("%w: crc %#08x, computed %#08x", ErrCorrupt, got, want)
+	}
+	if v := be.Uint16(page[extOff+4:]); v != extVersion {
+		return Ext{}, fmt.Errorf("%w: version %d, this code reads %d", ErrVersion, v, extVersion)
+	}
+	return Ext{
+		Valid:            true,
+		DurableOffset:    int64(be.Uint64(page[extOff+8:])),
+		DispatchedOffset: int64(be.Uint64(page[extOff+16:])),
+	}, nil
+}
