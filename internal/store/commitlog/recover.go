@@ -1,0 +1,119 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrSealedCorrupt is returned by Recover when valid data stops below the offset known to be
+// durable: that is damage to sealed data, not a crash (a crash only loses what was never
+// synced), so recovery refuses to cut it away with everything after it.
+var ErrSealedCorrupt = errors.New("commitlog: corruption inside sealed data")
+
+// Recovered is what Recover found.
+type Recovered struct {
+	// Start is where the scan began; End is where valid data ends (the new end of the log).
+	Start, End int64
+	// Tail says how the data ended; Corrupt is the reason when Tail is TailCorrupt.
+	Tail    Tail
+	Corrupt error
+	// Records and Bytes count the valid records scanned.
+	Records int64
+	Bytes   int64
+	// Cut is how many bytes of a torn or corrupt tail were dropped, up to the old write
+	// position of the last segment (a loaded segment counts as full: this is an upper bound).
+	Cut int64
+}
+
+// RecoverOptions say where recovery starts and what it may assume.
+type RecoverOptions struct {
+	// From is a record boundary to scan from (the start of the log when below it): the
+	// checkpoint's dispatched offset, so that recovery is bounded by the checkpoint, not by the
+	// size of the store.
+	From int64
+	// Sealed is an offset known durable (the checkpoint's durable offset): if valid data stops
+	// below it, Recover changes nothing and fails with ErrSealedCorrupt.
+	Sealed int64
+	// Check is what every record is checked for (its PHYSICALOFFSET is always checked too).
+	Check Check
+	// OnRecord, when set, is called for each valid record (the re-dispatch); an error stops
+	// recovery and is returned.
+	OnRecord func(phys int64, v View) error
+	// OnSegment, when set, is called as each segment is entered (progress).
+	OnSegment func(name string, off int64)
+}
+
+// Recover finds where the valid data ends, scanning from opts.From, and makes that the end of
+// the log: later segments are deleted and the bytes after the end are zeroed, so a torn tail can
+// never be read back as data. Pages written but never synced reach the disk in any order, so
+// after the first invalid record everything is dropped, even valid records in later segments;
+// only data below opts.Sealed is protected, by refusing instead.
+func (l *Log) Recover(opts RecoverOptions) (Recovered, error) {
+	l.cur = nil
+	files := l.q.Files()
+	res := Recovered{Start: opts.From}
+	if len(files) == 0 {
+		return res, nil
+	}
+	from := max(opts.From, files[0].Base())
+	if last := files[len(files)-1]; from > last.End() {
+		from = last.Base()
+	}
+	res.Start = from
+	i := int((from - files[0].Base()) / l.size)
+	if i == len(files) { // from is exactly the end of the last (full) segment
+		res.End, res.Tail = from, TailBlank
+		return res, nil
+	}
+	pos := int(from - files[i].Base())
+	for ; i < len(files); i, pos = i+1, 0 {
+		f := files[i]
+		if opts.OnSegment != nil {
+			opts.OnSegment(f.Name(), f.Base()+int64(pos))
+		}
+		end, tail, err := Scan(f.Data(), pos, opts.Check, func(off int, v View) error {
+			phys := f.Base() + int64(off)
+			if v.PhysicalOffset() != phys {
+				return &CorruptError{Off: off, Reason: ReasonPhysOffset, Got: v.PhysicalOffset(), Want: phys}
+			}
+			res.Records++
+			res.Bytes += int64(v.TotalSize())
+			if opts.OnRecord != nil {
+				return opts.OnRecord(phys, v)
+			}
+			return nil
+		})
+		if tail == TailStopped {
+			ce, ok := errors.AsType[*CorruptError](err)
+			if !ok || ce.Reason != ReasonPhysOffset {
+				return res, err
+			}
+			tail = TailCorrupt
+		}
+		if tail == TailBlank {
+			res.End, res.Tail = f.End(), TailBlank
+			continue
+		}
+		res.End, res.Tail, res.Corrupt = f.Base()+int64(end), tail, err
+		res.Cut = f.Wrote() - int64(end)
+		break
+	}
+	if res.End < opts.Sealed {
+		why := any(res.Tail)
+		if res.Corrupt != nil {
+			why = res.Corrupt
+		}
+		return res, fmt.Errorf("%w: valid data ends at %d (%v), below the durable offset %d",
+			ErrSealedCorrupt, res.End, why, opts.Sealed)
+	}
+	if err := l.q.TruncateTo(res.End); err != nil {
+		return res, err
+	}
+	if f := l.q.File(res.End); f != nil {
+		if err := f.ZeroFrom(res.End - f.Base()); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
