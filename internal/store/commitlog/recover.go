@@ -116,4 +116,3 @@ func (l *Log) Recover(opts RecoverOptions) (Recovered, error) {
 	}
 	return res, nil
 }
-
