@@ -1,0 +1,100 @@
+package indexfile
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/rocketstore/engine/internal/vfs"
+)
+
+// TestFaults injects file-system errors into every write path: each one comes back as an error,
+// leaves the service consistent, and the operation works once the fault is gone (a message whose
+// put failed is indexed when dispatched again).
+func TestFaults(t *testing.T) {
+	for _, op := range []vfs.Op{vfs.OpCreateSegment, vfs.OpSyncDir, vfs.OpReserve, vfs.OpSegmentSync, vfs.OpRemove} {
+		t.Run(op.String(), func(t *testing.T) {
+			mem := vfs.NewMem()
+			toggle := vfs.NewToggle(vfs.OnOp(op, vfs.ErrInjected))
+			fsys := vfs.NewFaulty(mem, toggle.Inject)
+			s := openService(t, Options{FS: fsys, Geometry: tiny, ReserveStep: 64})
+			for i := range int64(4) { // one full file
+				build(t, s, Request{Topic: "T", Keys: "k", PhyOffset: i, StoreTimestamp: t0 + i})
+			}
+			toggle.On()
+			_, buildErr := s.BuildIndex(Request{Topic: "T", Keys: "k", PhyOffset: 4, StoreTimestamp: t0 + 4}) // rolls
+			flushErr := s.Flush()
+			var deleted []string
+			var delErr error
+			if op == vfs.OpRemove {
+				deleted, delErr = s.DeleteExpired(1 << 40)
+			}
+			toggle.Off()
+
+			want := []int64{5, 4, 3, 2, 1, 0}
+			switch op {
+			case vfs.OpCreateSegment, vfs.OpSyncDir, vfs.OpReserve:
+				if !errors.Is(buildErr, vfs.ErrInjected) {
+					t.Fatalf("BuildIndex: %v", buildErr)
+				}
+				wantFiles := 1
+				if op == vfs.OpReserve {
+					wantFiles = 2 // the new file exists; its first put could not reserve
+				}
+				if len(s.Files()) != wantFiles {
+					t.Fatalf("a failed roll left %v", names(s.Files()))
+				}
+				if op == vfs.OpSyncDir {
+					if ents, _ := mem.ReadDir("/store/index"); len(ents) != 1 {
+						t.Fatalf("a file whose entry could not be synced was left: %v", ents)
+					}
+				}
+				build(t, s, Request{Topic: "T", Keys: "k", PhyOffset: 4, StoreTimestamp: t0 + 4}) // re-dispatch
+			case vfs.OpSegmentSync:
+				if buildErr != nil || !errors.Is(flushErr, vfs.ErrInjected) {
+					t.Fatalf("BuildIndex %v, Flush %v", buildErr, flushErr)
+				}
+				if err := s.Flush(); err != nil { // still dirty: the next flush syncs it
+					t.Fatalf("Flush after the fault: %v", err)
+				}
+			case vfs.OpRemove:
+				if buildErr != nil || !errors.Is(delErr, vfs.ErrInjected) || len(deleted) != 0 || len(s.Files()) != 2 {
+					t.Fatalf("DeleteExpired: %v %v, files %v", deleted, delErr, names(s.Files()))
+				}
+				if deleted, err := s.DeleteExpired(1 << 40); err != nil || len(deleted) != 1 {
+					t.Fatalf("DeleteExpired after the fault: %v %v", deleted, err)
+				}
+				want = []int64{5, 4}
+			}
+			build(t, s, Request{Topic: "T", Keys: "k", PhyOffset: 5, StoreTimestamp: t0 + 5})
+			if got := query(t, s, "k", 64, 0, 1<<62); !slices.Equal(got, want) {
+				t.Fatalf("after the fault: %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestBuildIndexAllocs: the writer's path allocates nothing per message.
+func TestBuildIndexAllocs(t *testing.T) {
+	s := openService(t, Options{Geometry: Geometry{Slots: 1024, Entries: 10_000}})
+	req := Request{Topic: "TopicTest", UniqKey: "7F00000112340A0B0C0D000000640001", Keys: "OrderID188 OrderID189"}
+	build(t, s, req) // creates the file
+	n := testing.AllocsPerRun(100, func() {
+		req.PhyOffset++
+		if _, err := s.BuildIndex(req); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Fatalf("BuildIndex allocates %v times per message", n)
+	}
+	dst := make([]int64, 0, DefaultMaxQueryNum)
+	n = testing.AllocsPerRun(100, func() {
+		if _, err := s.Query(dst, "TopicTest", "OrderID188", 64, 0, 1<<62); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Fatalf("Query allocates %v times", n)
+	}
+}
