@@ -1,0 +1,82 @@
+package consumequeue
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/rocketstore/engine/internal/vfs"
+)
+
+// Defaults, from RocketMQ's MessageStoreConfig where it has one.
+const (
+	// DefaultUnitsPerFile is mappedFileSizeConsumeQueue / 20: 300,000 units, 6,000,000 bytes.
+	DefaultUnitsPerFile = 300_000
+	// DefaultReserveUnits is the disk reservation step: 1024 units, 20,480 bytes. A queue that
+	// holds one message costs one step of disk, not a whole 6 MB file.
+	DefaultReserveUnits = 1024
+	// DefaultMaxMapped is how many queues may stay mapped at once before idle, flushed ones
+	// are unmapped (see Options.MaxMapped).
+	DefaultMaxMapped = 4096
+)
+
+// Options configure a Store and every ConsumeQueue in it.
+type Options struct {
+	// FS is the file system; vfs.Default when nil.
+	FS vfs.FS
+	// Root is the store root; queues live in Root/consumequeue/<topic>/<queueId>/.
+	Root string
+	// UnitsPerFile is the number of units per file (DefaultUnitsPerFile when 0). Every file of
+	// an existing store must have this size, as RocketMQ requires.
+	UnitsPerFile int
+	// ReserveUnits is the step, in units, in which disk blocks are reserved as a file fills
+	// (DefaultReserveUnits when 0; negative reserves whole files at creation, as RocketMQ).
+	ReserveUnits int
+	// MaxMapped bounds the queues whose files are mapped at the same time (DefaultMaxMapped when
+	// 0; negative means no bound). Each mapped queue holds one mapping and one open descriptor
+	// per file, and Linux allows 65,530 mappings (vm.max_map_count) and often far fewer
+	// descriptors. Past the bound, queues that are fully flushed and not used since the last
+	// sweep are unmapped and mapped again on their next use. The bound is soft: queues with
+	// unflushed data are never unmapped, so it can be exceeded until the next flush.
+	MaxMapped int
+}
+
+// config is the validated form of Options, shared by pointer by every queue of a Store so that
+// a queue costs one word for it.
+type config struct {
+	fs          vfs.FS
+	dir         string // Root/consumequeue
+	fileSize    int64
+	reserveStep int64
+	maxMapped   int
+}
+
+func (o Options) config() (*config, error) {
+	c := &config{fs: o.FS, maxMapped: o.MaxMapped}
+	if c.fs == nil {
+		c.fs = vfs.Default
+	}
+	if o.Root == "" {
+		return nil, errors.New("consumequeue: no root directory")
+	}
+	c.dir = filepath.Join(o.Root, "consumequeue")
+	units := o.UnitsPerFile
+	if units == 0 {
+		units = DefaultUnitsPerFile
+	}
+	if units < 1 || units > (1<<31-1)/UnitSize {
+		return nil, fmt.Errorf("consumequeue: %d units per file", o.UnitsPerFile)
+	}
+	c.fileSize = int64(units) * UnitSize
+	switch step := o.ReserveUnits; {
+	case step == 0:
+		c.reserveStep = DefaultReserveUnits * UnitSize
+	case step > 0:
+		c.reserveStep = int64(step) * UnitSize
+	}
+	c.reserveStep = min(c.reserveStep, c.fileSize)
+	if c.maxMapped == 0 {
+		c.maxMapped = DefaultMaxMapped
+	}
+	return c, nil
+}

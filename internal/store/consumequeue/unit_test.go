@@ -1,0 +1,155 @@
+package consumequeue
+
+import (
+	"bytes"
+	"encoding/hex"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/rocketstore/engine/internal/golden"
+	"github.com/rocketstore/engine/internal/store/javahash"
+	"github.com/rocketstore/engine/internal/vfs"
+)
+
+func TestUnitCodec(t *testing.T) {
+	for _, u := range []Unit{
+		{},
+		{Phys: 1, Size: 2, TagsCode: 3},
+		{Phys: math.MaxInt64, Size: math.MaxInt32, TagsCode: math.MinInt64},
+		{Phys: -1, Size: -1, TagsCode: -1},
+		Blank,
+	} {
+		var b [UnitSize]byte
+		u.Encode(b[:])
+		if got := DecodeUnit(b[:]); got != u {
+			t.Errorf("decode(encode(%+v)) = %+v", u, got)
+		}
+		if a := AppendUnit([]byte("x"), u); !bytes.Equal(a[1:], b[:]) || len(a) != 1+UnitSize {
+			t.Errorf("AppendUnit(%+v) = %x, Encode = %x", u, a, b)
+		}
+	}
+	if got := hex.EncodeToString(AppendUnit(nil, Blank)); got != "00000000000000007fffffff0000000000000000" {
+		t.Errorf("blank = %s", got)
+	}
+	if b := AppendUnit(nil, Unit{Phys: 0x0102030405060708, Size: 0x0a0b0c0d, TagsCode: 0x1112131415161718}); hex.EncodeToString(b) != "01020304050607080a0b0c0d1112131415161718" {
+		t.Errorf("not big-endian: %x", b)
+	}
+	for _, c := range []struct {
+		u                   Unit
+		valid, real, filler bool // filler at offset 0
+	}{
+		{Unit{}, false, false, false},
+		{Unit{Phys: 0, Size: 1}, true, false, false}, // the CommitLog's first record
+		{Unit{Phys: 1, Size: 1}, true, true, false},
+		{Unit{Phys: -1, Size: 10}, false, false, false},
+		{Unit{Phys: 5, Size: 0, TagsCode: 9}, false, false, false},
+		{Unit{Phys: 5, Size: -3}, false, false, false},
+		{Blank, true, false, true},
+		{Unit{Phys: 0, Size: 0x7F000000}, true, false, true}, // torn blanks
+		{Unit{Phys: 0, Size: 0x7FFFFF00}, true, false, true},
+		{Unit{Phys: 0, Size: 0x00FFFFFF}, true, false, true},
+		{Unit{Phys: 0, Size: 0x0000FFFF}, true, false, false}, // ... that pass for a record at offset 0
+		{Unit{Phys: 0, Size: math.MaxInt32, TagsCode: 1}, true, false, false},
+	} {
+		if c.u.Valid() != c.valid || c.u.real() != c.real || c.u.filler(0) != c.filler || c.u.IsBlank() != (c.u == Blank) {
+			t.Errorf("%+v: valid %v real %v filler %v", c.u, c.u.Valid(), c.u.real(), c.u.filler(0))
+		}
+		if c.u.Valid() && c.u.Phys == 0 && c.u.TagsCode == 0 && !c.u.filler(UnitSize) {
+			t.Errorf("%+v is no filler past offset 0", c.u)
+		}
+	}
+}
+
+func TestScanValid(t *testing.T) {
+	var b []byte
+	b = AppendUnit(b, Blank)
+	b = AppendUnit(b, unitFor(1))
+	b = AppendUnit(b, Blank) // cannot happen after a real unit, but the scan only checks validity
+	b = AppendUnit(b, unitFor(3))
+	b = AppendUnit(b, Unit{})
+	b = AppendUnit(b, unitFor(5))
+	b = append(b, 1, 2, 3)
+	if n, m := ScanValid(b); n != 4 || m != unitFor(3).End() {
+		t.Fatalf("ScanValid = %d, %d", n, m)
+	}
+	if n, m := ScanValid(b[:3*UnitSize+7]); n != 3 || m != unitFor(1).End() {
+		t.Fatalf("ScanValid(torn) = %d, %d", n, m)
+	}
+	if n, m := ScanValid(AppendUnit(nil, Blank)); n != 1 || m != -1 {
+		t.Fatalf("ScanValid(blank) = %d, %d", n, m)
+	}
+}
+
+// TestGolden writes every golden vector's unit through Put at the vector's queue offset and
+// finds its bytes at the vector's file and position, with blank units before it.
+func TestGolden(t *testing.T) {
+	for name, r := range golden.Load().Records() {
+		t.Run(name, func(t *testing.T) {
+			want := r.CQUnit()
+			u := DecodeUnit(want)
+			if u != (Unit{Phys: r.PhysOffset, Size: int32(r.TotalSize), TagsCode: r.TagsCode}) {
+				t.Fatalf("decoded %+v, vector phys %d size %d tags %d", u, r.PhysOffset, r.TotalSize, r.TagsCode)
+			}
+			var tags string
+			for _, p := range r.ClientProps {
+				if p[0] == "TAGS" {
+					tags = p[1]
+				}
+			}
+			if tags != "" && javahash.TagsCode(tags) != r.TagsCode {
+				t.Fatalf("tagsCode of %q = %d, vector %d", tags, javahash.TagsCode(tags), r.TagsCode)
+			}
+			if r.CQFileAndPos.Pos != r.QueueOffset*UnitSize {
+				t.Fatalf("vector pos %d for queue offset %d", r.CQFileAndPos.Pos, r.QueueOffset)
+			}
+
+			root := t.TempDir()
+			s := openStore(t, vfs.Default, root, 0) // the default 6,000,000-byte files
+			cq := queue(t, s, r.Topic, r.QueueID)
+			noErr(t, cq.Put(r.QueueOffset, u))
+			noErr(t, s.FlushAll(0))
+			noErr(t, s.Close())
+
+			name := filepath.Join(root, "consumequeue", r.Topic, itoa(r.QueueID), r.CQFileAndPos.File)
+			data, err := os.ReadFile(name)
+			noErr(t, err)
+			if len(data) != DefaultUnitsPerFile*UnitSize {
+				t.Fatalf("file is %d bytes", len(data))
+			}
+			pos := r.CQFileAndPos.Pos
+			if got := data[pos : pos+UnitSize]; !bytes.Equal(got, want) {
+				t.Fatalf("unit at %d = %x, want %x", pos, got, want)
+			}
+			for p := int64(0); p < pos; p += UnitSize {
+				if DecodeUnit(data[p:]) != Blank {
+					t.Fatalf("no blank at %d: %x", p, data[p:p+UnitSize])
+				}
+			}
+			if !allZero(data[pos+UnitSize:]) {
+				t.Fatal("bytes after the unit")
+			}
+
+			s = load(t, vfs.Default, root, 0)
+			defer s.Close()
+			cq = s.Find(r.Topic, r.QueueID)
+			if cq == nil || cq.MaxOffset() != r.QueueOffset+1 || cq.MinOffset() != r.QueueOffset {
+				t.Fatalf("after reload: %v", cq)
+			}
+			if got, err := cq.Unit(r.QueueOffset); err != nil || got != u {
+				t.Fatalf("Unit(%d) = %+v, %v", r.QueueOffset, got, err)
+			}
+			wantPhys := r.PhysOffset + int64(r.TotalSize)
+			if r.PhysOffset == 0 {
+				wantPhys = -1 // see Unit.real
+			}
+			if cq.MaxPhysicalOffset() != wantPhys {
+				t.Fatalf("max physical offset %d", cq.MaxPhysicalOffset())
+			}
+		})
+	}
+}
+
+func itoa(id int32) string { return strconv.Itoa(int(id)) }
