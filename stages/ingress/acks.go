@@ -1,0 +1,101 @@
+package ingress
+
+import (
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/stages"
+)
+
+// ackBatch is every batch's Done: the ack stage calls it once the batch's records have reached
+// the promised durability (or failed). It publishes one reply per record that has a reply
+// subject: an Ack, or an error with the code of ReplyCode(Record.Err). It does not wait for the
+// server: nats.go's Publish buffers, and writes to the socket itself only when its buffer is
+// full. Safe to call from any goroutine.
+func (in *Ingress) ackBatch(b *stages.Batch) {
+	bufp := in.replyBufs.Get().(*[]byte)
+	buf := *bufp
+	for i := range b.Records {
+		r := &b.Records[i]
+		if r.Err != nil {
+			code := ReplyCode(r.Err)
+			in.counters.failed[codeIndex(code)].Add(1)
+			if ok, held := in.failLog.allow(time.Now()); ok {
+				in.log.Warn().Err(r.Err).Int("code", code).Str("topic", r.Topic).Int64("more", held).
+					Msg("ingress: the store did not take a message")
+			}
+			in.replyError(r.Reply, code, r.Err.Error())
+			continue
+		}
+		if r.Reply == "" || in.cfg.NoReply {
+			continue
+		}
+		buf = appendRecordAck(buf[:0], r, in.cfg.StoreHost)
+		in.publishReply(r.Reply, buf, &in.counters.acks)
+	}
+	*bufp = buf[:0]
+	in.replyBufs.Put(bufp)
+}
+
+// appendRecordAck appends the Ack JSON of an appended record, writing the offset message id
+// straight into the JSON so that no string is made for it.
+func appendRecordAck(dst []byte, r *stages.Record, storeHost netip.AddrPort) []byte {
+	var id [commitlog.OffsetMsgIDLenV6]byte
+	a := Ack{
+		Topic:           r.Topic,
+		QueueID:         r.QueueID,
+		QueueOffset:     r.QueueOffset,
+		CommitLogOffset: r.PhysOffset,
+		StoreTimestamp:  r.StoreTimestamp,
+		Duplicate:       r.Duplicate,
+	}
+	return appendAck(dst, &a, commitlog.AppendOffsetMsgID(id[:0], storeHost, r.PhysOffset))
+}
+
+// reject answers a message ingress refused and counts it; it never reaches Out.
+func (in *Ingress) reject(m *nats.Msg, err error) {
+	code := ReplyCode(err)
+	in.counters.rejected[codeIndex(code)].Add(1)
+	if ok, held := in.rejectLog.allow(time.Now()); ok {
+		in.log.Warn().Err(err).Int("code", code).Str("subject", m.Subject).Int64("more", held).
+			Msg("ingress: message rejected")
+	}
+	in.replyError(m.Reply, code, err.Error())
+}
+
+// maxDescription bounds the description of an error reply: errors quote the offending input,
+// which can be a header value as large as a payload, and a reply larger than the server's max
+// payload could not be sent at all.
+const maxDescription = 1024
+
+// replyError publishes an error reply, if there is a reply subject and replies are on.
+func (in *Ingress) replyError(reply string, code int, description string) {
+	if reply == "" || in.cfg.NoReply {
+		return
+	}
+	if len(description) > maxDescription {
+		// A rune cut in two is written as U+FFFD by the JSON encoder.
+		description = description[:maxDescription] + "..."
+	}
+	bufp := in.replyBufs.Get().(*[]byte)
+	buf := AppendErrorReply((*bufp)[:0], code, description)
+	in.publishReply(reply, buf, &in.counters.errReplies)
+	*bufp = buf[:0]
+	in.replyBufs.Put(bufp)
+}
+
+// publishReply publishes data on reply and counts the outcome.
+func (in *Ingress) publishReply(reply string, data []byte, sent *atomic.Int64) {
+	if err := in.cfg.Conn.Publish(reply, data); err != nil {
+		in.counters.replyFailures.Add(1)
+		if ok, held := in.replyLog.allow(time.Now()); ok {
+			in.log.Warn().Err(err).Int64("more", held).Msg("ingress: a reply could not be published")
+		}
+		return
+	}
+	sent.Add(1)
+}

@@ -1,0 +1,176 @@
+package ingress
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/stages"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultQueuesPerTopic = 4
+	DefaultKeysHeader     = "Rmq-Keys"
+	DefaultTagsHeader     = "Rmq-Tags"
+	DefaultWorkerQueue    = 1024
+	DefaultMaxBatch       = 256
+	DefaultSubjectCache   = 1 << 16
+	DefaultDrainTimeout   = 30 * time.Second
+	DefaultLogInterval    = 5 * time.Second
+)
+
+// Config wires an Ingress. Conn and Out are required; every other zero value has a default.
+type Config struct {
+	// Conn is the engine's connection. Ingress subscribes on it and publishes replies on it; it
+	// never closes it (see the package doc on stopping).
+	Conn *nats.Conn
+	// Subjects to subscribe to; default [">"]. They must not overlap (see the package doc). With
+	// ">" the connection also receives every inbox message on the server, our own acks included:
+	// they are excluded cheaply, but they are received; narrower subjects avoid that traffic.
+	Subjects []string
+	// QueueGroup, when set, makes the subscriptions queue subscriptions, so that several engines
+	// share the load. NATS then splits each publisher's messages across the group: order holds
+	// per engine only.
+	QueueGroup string
+	// Exclude reports subjects not to store (the engine passes its own API prefixes). Subjects
+	// under "_INBOX." (request/reply inboxes, our own acks among them) and subjects starting with
+	// "$" (system and JetStream API subjects) are always excluded, whatever Exclude says.
+	Exclude func(subject string) bool
+
+	// TopicTokens selects the token rule (see Mapping); 0 is the default rule.
+	TopicTokens int
+	// QueuesPerTopic is how many queues each topic has; default 4.
+	QueuesPerTopic int
+	// KeysHeader becomes KEYS (default "Rmq-Keys"); TagsHeader becomes TAGS (default "Rmq-Tags").
+	KeysHeader, TagsHeader string
+	// QueueKeyHeader chooses the queue by hash when present; default KeysHeader (its first key).
+	QueueKeyHeader string
+	// SubjectCache bounds the subject -> topic cache (and the per-topic round-robin state), in
+	// entries; default 65536.
+	SubjectCache int
+
+	// Encode are the encoder options; nil means PropCRC on and the default 4 MiB body limit.
+	Encode *commitlog.EncodeOptions
+	// StoreHost is this engine's address, written in every record and in the offset message ids.
+	StoreHost netip.AddrPort
+	// BornHost is written as every record's born host. NATS does not tell a subscriber who
+	// published a message, so this is a configured value (for example the NATS server's address);
+	// the zero value is written as 0.0.0.0:0.
+	BornHost netip.AddrPort
+
+	// Workers encode in parallel; default GOMAXPROCS.
+	Workers int
+	// WorkerQueue is the capacity of each worker's channel, in messages. Memory bound: at most
+	// Workers × WorkerQueue messages wait between the callbacks and the workers. Default 1024.
+	WorkerQueue int
+	// MaxBatch bounds the records of one batch sent to Out; default 256. Memory bound: a full Out
+	// holds at most cap(Out) × MaxBatch records.
+	MaxBatch int
+	// Out carries batches to the appender. Made (bounded) by the engine; ingress is its only
+	// sender and closes it when Run returns.
+	Out chan<- *stages.Batch
+
+	// PendingMsgs and PendingBytes are the nats.go pending limits of each subscription
+	// (Subscription.SetPendingLimits): what the client buffers while the callback is blocked,
+	// beyond which it drops. 0 means nats.go's defaults (512 Ki messages, 64 MiB); a negative
+	// value means no limit (no drops, and no memory bound either).
+	PendingMsgs, PendingBytes int
+	// DrainTimeout bounds the graceful drain of the subscriptions; default 30 s. Past it the
+	// subscriptions are unsubscribed and what nats.go still buffered is dropped (and logged).
+	DrainTimeout time.Duration
+
+	// NoReply turns off every reply (acks and errors), for setups where the reply subject is not
+	// ours to answer.
+	NoReply bool
+
+	// Logger receives warnings (drops, rejects), rate-limited to one line per LogInterval
+	// (default 5 s) per kind. The zero value logs nothing.
+	Logger      zerolog.Logger
+	LogInterval time.Duration
+	// Clock stamps the born timestamps and the generated UNIQ_KEYs; default time.Now.
+	Clock func() time.Time
+}
+
+// withDefaults checks c and fills in the defaults.
+func (c Config) withDefaults() (Config, error) {
+	if c.Conn == nil {
+		return c, errors.New("ingress: Config.Conn is nil")
+	}
+	if c.Out == nil {
+		return c, errors.New("ingress: Config.Out is nil")
+	}
+	if c.TopicTokens < 0 {
+		return c, fmt.Errorf("ingress: Config.TopicTokens is %d, must be 0 or more", c.TopicTokens)
+	}
+	if len(c.Subjects) == 0 {
+		c.Subjects = []string{">"}
+	}
+	for _, s := range c.Subjects {
+		if strings.HasPrefix(s, "_INBOX.") || strings.HasPrefix(s, "$") {
+			return c, fmt.Errorf("ingress: subject %q is always excluded; subscribing to it stores nothing", s)
+		}
+	}
+	if c.QueuesPerTopic <= 0 {
+		c.QueuesPerTopic = DefaultQueuesPerTopic
+	}
+	if c.KeysHeader == "" {
+		c.KeysHeader = DefaultKeysHeader
+	}
+	if c.TagsHeader == "" {
+		c.TagsHeader = DefaultTagsHeader
+	}
+	if c.QueueKeyHeader == "" {
+		c.QueueKeyHeader = c.KeysHeader
+	}
+	if c.KeysHeader == c.TagsHeader || c.KeysHeader == nats.MsgIdHdr || c.TagsHeader == nats.MsgIdHdr {
+		return c, fmt.Errorf("ingress: the keys (%q), tags (%q) and %s headers must differ",
+			c.KeysHeader, c.TagsHeader, nats.MsgIdHdr)
+	}
+	if c.SubjectCache <= 0 {
+		c.SubjectCache = DefaultSubjectCache
+	}
+	if c.Encode == nil {
+		c.Encode = &commitlog.EncodeOptions{PropCRC: true}
+	}
+	if c.Workers <= 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	if c.WorkerQueue <= 0 {
+		c.WorkerQueue = DefaultWorkerQueue
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.PendingMsgs == 0 {
+		c.PendingMsgs = nats.DefaultSubPendingMsgsLimit
+	}
+	if c.PendingBytes == 0 {
+		c.PendingBytes = nats.DefaultSubPendingBytesLimit
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.LogInterval <= 0 {
+		c.LogInterval = DefaultLogInterval
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	return c, nil
+}
+
+// excluded reports whether subject is never stored.
+func (c *Config) excluded(subject string) bool {
+	if strings.HasPrefix(subject, "_INBOX.") || strings.HasPrefix(subject, "$") {
+		return true
+	}
+	return c.Exclude != nil && c.Exclude(subject)
+}

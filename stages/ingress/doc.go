@@ -1,0 +1,114 @@
+// Package ingress is the NATS end of the pipeline: it subscribes to NATS subjects, turns every
+// message into a RocketMQ CommitLog record ready to append (everything but the three fields the
+// single writer stamps), sends the records in batches to the appender, and answers publishers
+// that asked for a reply once the store has them.
+//
+// # Data flow
+//
+//	nats.go callback (one goroutine per subscription, in arrival order)
+//	  | cheap work only: exclude check, subject -> topic (cached), queue id
+//	  v  bounded channel per worker (Config.WorkerQueue), chosen by (topic, queue id)
+//	worker (Config.Workers of them, in parallel)
+//	  | validate headers, build properties, commitlog.AppendRecord; reject -> error reply now
+//	  v  *stages.Batch on Config.Out (bounded, made by the engine)
+//	appender -> ... -> ack stage calls Batch.Done -> we publish the replies
+//
+// # Subject -> topic
+//
+// RocketMQ topics allow only [%|a-zA-Z0-9_-], at most 127 bytes, and become directory names. The
+// default rule maps every byte of the subject: [a-zA-Z0-9-] stays, '.' becomes '_', and every other
+// byte becomes '%' and two uppercase hex digits, so '_' is "%5F" and '%' is "%25". Decoding is
+// therefore unambiguous ('_' only ever stands for '.', '%' only ever starts an escape) and the
+// rule is injective: two subjects never share a topic. TopicToSubject is the inverse; it accepts
+// only canonical topics, so the two functions are a bijection between subjects and the topics
+// this package makes. A side effect worth knowing: a mapped topic never contains a literal '_'
+// and never starts with %RETRY% or %DLQ%, so it cannot collide with RocketMQ's system topics
+// (SCHEDULE_TOPIC_XXXX, RMQ_SYS_*, retry and dead-letter topics). A subject whose topic would
+// be longer than 127 bytes is rejected (400): use a shorter subject or the token rule.
+//
+// The token rule (Config.TopicTokens = N > 0) makes the first N tokens of the subject the topic,
+// mapped as above, and the remaining tokens, joined by '.', the TAGS property (unless the tags
+// header is present, which wins). A subject with N tokens or fewer is all topic and has no TAGS.
+// N = 0 is the default rule. The mapping of each subject is cached in a bounded cache
+// (Config.SubjectCache entries, evictions counted in Stats) because it is on the hot path and
+// subjects can be unbounded in number.
+//
+// # Queue id
+//
+// When the queue key header (Config.QueueKeyHeader, by default the keys header "Rmq-Keys") is
+// present, the queue is chosen from its first key (the first space-separated token of its first
+// value) as RocketMQ's SelectMessageQueueByHash does: Java String.hashCode(key) % QueuesPerTopic,
+// negated when negative. A RocketMQ producer that sends the same key with that selector therefore
+// picks the same queue. Without the header, queues are taken round-robin per topic so that a topic
+// spreads evenly.
+//
+// Ordering: within a queue, the messages of one publisher keep their publish order, provided they
+// arrive through one subscription (nats.go delivers a subscription's messages in order on one
+// goroutine). The callback hands each message to the worker that owns its (topic, queue id) (a
+// hash of the topic plus the queue id, modulo Workers), never round-robin across workers, so one
+// queue's messages always pass through the same FIFO channel and the same worker, which sends its
+// batches to Out in order. Two subscriptions are two goroutines: subjects that map to one topic
+// keep their relative order only if one subscription covers them. Subjects must not overlap (for
+// example ">" and "a.>"): NATS delivers a message once per matching subscription, so it would be
+// stored twice. With a QueueGroup, NATS splits a publisher's messages across the group's members,
+// so order holds per member only.
+//
+// # Headers -> properties
+//
+//   - NATS_SUBJECT holds the message's subject (under both rules, so nothing is lost).
+//   - Nats-Msg-Id becomes UNIQ_KEY and is the dedupe key (stages.Record.MsgID); without it a
+//     UNIQ_KEY is generated with commitlog.UniqKeyGen, as RocketMQ's broker does, and the record
+//     has no dedupe key. Several values are rejected (which one would be the id?).
+//   - The keys header (Config.KeysHeader, "Rmq-Keys") becomes KEYS: space-separated keys that the
+//     IndexFile indexes. Several values are joined with a space.
+//   - The tags header (Config.TagsHeader, "Rmq-Tags") becomes TAGS. Several values are rejected.
+//   - Every other header is kept as a property under its own name (NATS header names are
+//     case-sensitive; so are property names). A header with several values stores the first under
+//     its name and the k-th under name + "#k" (name#2, name#3, ...). To keep that lossless, a header
+//     name that already ends in '#' and digits is rejected. Other headers come after the four
+//     above, sorted by name, so that the bytes do not depend on Go's map order.
+//
+// The three headers above are moved into their properties, not copied. Rejected with 400, never
+// mangled: a name or value that commitlog.CheckProperty refuses (empty, invalid UTF-8, a 0x01 or
+// 0x02 byte), a name that is one of the properties the store sets or RocketMQ reserves (see
+// ReservedProperty), properties over 32767 bytes. A body over the limit (4 MiB by default) gets
+// 413. Nothing of a rejected message reaches Out.
+//
+// # Replies
+//
+// A message with a reply subject gets one reply (unless Config.NoReply): after the store took it,
+// an Ack as JSON (see Ack and ParseReply), or an error as {"error":{"code":N,"description":"..."}}
+// with the codes of ReplyCode. Fire-and-forget publishers get nothing; core NATS is at-most-once
+// before the message reaches us.
+//
+// # Back-pressure and drops
+//
+// Out is bounded. When it is full the workers block, their channels fill, the subscription
+// callback blocks on the send, nats.go's pending buffer for the subscription fills (bounded by
+// Config.PendingMsgs and PendingBytes), and then nats.go drops messages and flags the subscription
+// as a slow consumer. Request/reply publishers are paced by their acks long before that.
+// Drops are counted (Stats.Dropped, from Subscription.Dropped) and logged at most once per
+// Config.LogInterval with the count since the last line, never once per message and never
+// silently. The memory ingress holds is bounded by, per subscription, the pending limits; per
+// worker, WorkerQueue messages; and MaxBatch records per batch on Out.
+//
+// # Stopping
+//
+// Stop is the graceful stop: every subscription is drained (Subscription.Drain: interest is
+// removed at the server, and the messages already delivered to the client still go through the
+// callback); the end of a subscription's callbacks is known from its closed handler, which nats.go
+// calls on the callback goroutine after the last callback returned, so waiting for it is
+// deterministic. Then the workers finish what they hold, send it, and exit; then ingress closes
+// Out (it is Out's only sender), so the appender drains and stops. A drain that takes longer than
+// Config.DrainTimeout falls back to Unsubscribe (what nats.go still buffers is dropped, counted and
+// logged).
+//
+// Cancelling Run's context is the abort. The workers exit at once; the subscriptions are drained
+// the same way, but the callbacks no longer wait for the workers: every message nats.go still
+// buffers, and every message a worker held, is answered at once with 503 (ErrStopped) and counted
+// in Stats.Aborted, so that publishers learn it now rather than by a timeout. Batches already on
+// Out are the appender's. Out is closed in both cases.
+//
+// The connection is the engine's: ingress never closes it, and it must stay open until the ack
+// stage has called every Done, because Done publishes the replies on it.
+package ingress

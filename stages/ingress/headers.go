@@ -1,0 +1,162 @@
+package ingress
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+)
+
+// PropNatsSubject is the property that keeps a record's NATS subject.
+const PropNatsSubject = "NATS_SUBJECT"
+
+// reservedProps are property names a header may not take: the ones this package sets
+// (NATS_SUBJECT, UNIQ_KEY, KEYS, TAGS), the ones the store writes or reads (__CRC32#, CLUSTER,
+// INNER_*, DUP_INFO, DELAY, WAIT, TRAN_MSG, REAL_*), and the rest of RocketMQ's system names
+// (MessageConst.STRING_HASH_SET and its neighbours), which RocketMQ clients and brokers
+// interpret: a header called DELAY or TTL would silently change what a RocketMQ consumer does.
+var reservedProps = func() map[string]struct{} {
+	names := []string{
+		PropNatsSubject, commitlog.PropUniqKey, commitlog.PropKeys, commitlog.PropTags,
+		commitlog.PropCRC32, commitlog.PropCluster, commitlog.PropWait, commitlog.PropDelay,
+		commitlog.PropTranMsg, commitlog.PropRealTopic, commitlog.PropRealQueueID,
+		commitlog.PropRetryTopic, commitlog.PropInnerNum, commitlog.PropInnerBase,
+		commitlog.PropInnerMultiDispatch, commitlog.PropInnerMultiQueueOffset, commitlog.PropDupInfo,
+		"PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG",
+		"CORRECTION_FLAG", "MQ2_FLAG", "RECONSUME_TIME", "MSG_REGION", "TRACE_ON", "EXTEND_UNIQ_INFO",
+		"MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "CHECK_IMMUNITY_TIME_IN_SECONDS",
+		"TRAN_PREPARED_QUEUE_OFFSET", "__transactionId__", "TRANSACTION_CHECK_TIMES", "INSTANCE_ID",
+		"CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "MSG_TYPE",
+		"POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "__SHARDINGKEY", "PROPERTY_FORWARD_QUEUE_ID",
+		"REDIRECT", "TRACE_CONTEXT", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS", "__BORNHOST",
+		"BORN_TIMESTAMP", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_OUT_MS",
+		"TIMER_DEL_UNIQKEY", "TIMER_DELAY_LEVEL",
+	}
+	m := make(map[string]struct{}, len(names))
+	for _, n := range names {
+		m[n] = struct{}{}
+	}
+	return m
+}()
+
+// ReservedProperty reports whether a header called name is refused because the property of that
+// name is set by the store or reserved by RocketMQ (see the package doc). Names starting with
+// RocketMQ's transient prefix "__RMQ.TRANSIENT." are reserved too: RocketMQ never stores them.
+func ReservedProperty(name string) bool {
+	_, ok := reservedProps[name]
+	return ok || strings.HasPrefix(name, commitlog.PropTransientPrefix)
+}
+
+// hasValueSuffix reports whether name ends in '#' and at least one digit, the form this package
+// gives a header's second and later values.
+func hasValueSuffix(name string) bool {
+	i := len(name)
+	for i > 0 && '0' <= name[i-1] && name[i-1] <= '9' {
+		i--
+	}
+	return i < len(name) && i > 0 && name[i-1] == '#'
+}
+
+// propBuilder turns a message's subject and headers into its properties string. Each worker owns
+// one; its scratch buffers are reused from message to message, so building allocates nothing.
+type propBuilder struct {
+	keysHdr, tagsHdr string
+	gen              *commitlog.UniqKeyGen // shared by every worker; safe for concurrent use
+	names            []string
+	buf              []byte
+}
+
+// build returns the properties of m (valid until the next build) and its dedupe id (the
+// Nats-Msg-Id, "" when the UNIQ_KEY was generated). The error wraps ErrInvalidHeader or
+// ErrInvalidSubject and says what to change.
+func (b *propBuilder) build(m *nats.Msg, rt *route) (props []byte, msgID string, err error) {
+	h := m.Header
+	buf := commitlog.AppendProperty(b.buf[:0], PropNatsSubject, m.Subject)
+
+	if ids := h[nats.MsgIdHdr]; len(ids) > 0 {
+		if len(ids) > 1 {
+			return nil, "", fmt.Errorf("%w: %s has %d values; a message has one id", ErrInvalidHeader,
+				nats.MsgIdHdr, len(ids))
+		}
+		if err := commitlog.CheckProperty(commitlog.PropUniqKey, ids[0]); err != nil {
+			return nil, "", fmt.Errorf("%w: %s: %w", ErrInvalidHeader, nats.MsgIdHdr, err)
+		}
+		msgID = ids[0]
+		buf = commitlog.AppendProperty(buf, commitlog.PropUniqKey, msgID)
+	} else {
+		buf = append(buf, commitlog.PropUniqKey...)
+		buf = append(buf, commitlog.NameValueSeparator)
+		buf = b.gen.Append(buf)
+		buf = append(buf, commitlog.PropertySeparator)
+	}
+
+	if keys := h[b.keysHdr]; len(keys) > 0 {
+		buf = append(buf, commitlog.PropKeys...)
+		buf = append(buf, commitlog.NameValueSeparator)
+		for i, k := range keys {
+			// Each value non-empty and clean makes the joined value clean too.
+			if err := commitlog.CheckProperty(commitlog.PropKeys, k); err != nil {
+				return nil, "", fmt.Errorf("%w: %s: %w", ErrInvalidHeader, b.keysHdr, err)
+			}
+			if i > 0 {
+				buf = append(buf, commitlog.KeySeparator)
+			}
+			buf = append(buf, k...)
+		}
+		buf = append(buf, commitlog.PropertySeparator)
+	}
+
+	if tags := h[b.tagsHdr]; len(tags) > 0 {
+		if len(tags) > 1 {
+			return nil, "", fmt.Errorf("%w: %s has %d values; TAGS holds one", ErrInvalidHeader,
+				b.tagsHdr, len(tags))
+		}
+		if err := commitlog.CheckProperty(commitlog.PropTags, tags[0]); err != nil {
+			return nil, "", fmt.Errorf("%w: %s: %w", ErrInvalidHeader, b.tagsHdr, err)
+		}
+		buf = commitlog.AppendProperty(buf, commitlog.PropTags, tags[0])
+	} else if rt.tags != "" {
+		buf = commitlog.AppendProperty(buf, commitlog.PropTags, rt.tags)
+	}
+
+	names := b.names[:0]
+	for name := range h {
+		if name != nats.MsgIdHdr && name != b.keysHdr && name != b.tagsHdr {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names) // the stored bytes must not depend on map order
+	defer func() {
+		clear(names) // do not keep the last message's headers alive
+		b.names = names[:0]
+	}()
+	for _, name := range names {
+		if ReservedProperty(name) {
+			return nil, "", fmt.Errorf("%w: header %q has the name of a property the store sets or "+
+				"RocketMQ reserves; rename the header", ErrInvalidHeader, name)
+		}
+		if hasValueSuffix(name) {
+			return nil, "", fmt.Errorf("%w: header %q ends in '#' and digits, the form that stores a "+
+				"header's further values (name#2, name#3...); rename the header", ErrInvalidHeader, name)
+		}
+		for i, v := range h[name] {
+			if err := commitlog.CheckProperty(name, v); err != nil {
+				return nil, "", fmt.Errorf("%w: header %q: %w", ErrInvalidHeader, name, err)
+			}
+			buf = append(buf, name...)
+			if i > 0 {
+				buf = append(buf, '#')
+				buf = strconv.AppendInt(buf, int64(i+1), 10)
+			}
+			buf = append(buf, commitlog.NameValueSeparator)
+			buf = append(buf, v...)
+			buf = append(buf, commitlog.PropertySeparator)
+		}
+	}
+	b.buf = buf
+	return buf, msgID, nil
+}

@@ -1,0 +1,212 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/stages"
+)
+
+// subscribeTimeout bounds how long Run waits for the server to confirm the subscriptions.
+const subscribeTimeout = 10 * time.Second
+
+// Ingress is the NATS ingress stage (see the package doc for the design). New builds it, Run
+// runs it (once), Stop stops it gracefully; Stats and Ready may be called at any time.
+//
+// Goroutines: Run's own (the supervisor: subscriptions, stop protocol, drop reports), one per
+// worker, and one per subscription that watches for slow-consumer events; all of them have
+// exited when Run returns. nats.go runs the callbacks on its own goroutine per subscription.
+type Ingress struct {
+	cfg     Config
+	log     zerolog.Logger
+	router  *router
+	workers []*worker
+	done    func(*stages.Batch) // in.ackBatch, bound once: every batch carries it without a new closure
+
+	counters  counters
+	rejectLog logLimiter
+	failLog   logLimiter
+	replyLog  logLimiter
+	replyBufs sync.Pool // *[]byte for reply JSON
+
+	started  atomic.Bool
+	stopOnce sync.Once
+	stop     chan struct{} // closed by Stop
+	ready    chan struct{} // closed by Run once the server has the subscriptions
+	// abort is Run's ctx.Done(), set before the first subscription (so before any callback):
+	// a callback blocked on a full worker gives up on it.
+	abort <-chan struct{}
+	// subsDone is closed by Run once every subscription's callbacks have ended: the workers
+	// then finish what their channels hold and exit (on an abort they have exited already).
+	subsDone chan struct{}
+	// slow carries slow-consumer events from the watchers to Run (capacity 1: one pending
+	// event is as good as many, the drop count is read when reporting).
+	slow chan struct{}
+	// quit is closed when Run ends, to stop the slow-consumer watchers.
+	quit     chan struct{}
+	watchers sync.WaitGroup
+	subsMu   sync.Mutex
+	subs     []*subscription // guarded by subsMu; appended by Run only, never shrunk
+	drops    dropReporter    // owned by Run's goroutine
+}
+
+// New checks cfg and builds an Ingress; Run starts it.
+func New(cfg Config) (*Ingress, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	in := &Ingress{
+		cfg:       cfg,
+		log:       cfg.Logger.With().Str("stage", "ingress").Logger(),
+		router:    newRouter(Mapping{TopicTokens: cfg.TopicTokens}, cfg.QueuesPerTopic, cfg.QueueKeyHeader, cfg.SubjectCache),
+		rejectLog: logLimiter{interval: cfg.LogInterval},
+		failLog:   logLimiter{interval: cfg.LogInterval},
+		replyLog:  logLimiter{interval: cfg.LogInterval},
+		replyBufs: sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }},
+		stop:      make(chan struct{}),
+		ready:     make(chan struct{}),
+		subsDone:  make(chan struct{}),
+		slow:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+	}
+	in.drops.in = in
+	in.done = in.ackBatch
+	// The broker's own address, pid and a random salt, as a RocketMQ broker generates ids for
+	// messages that come without one.
+	gen := commitlog.NewUniqKeyGen(cfg.StoreHost.Addr(), os.Getpid(), rand.Int32(), cfg.Clock)
+	for i := range cfg.Workers {
+		in.workers = append(in.workers, &worker{
+			in:    in,
+			id:    i,
+			jobs:  make(chan job, cfg.WorkerQueue),
+			props: propBuilder{keysHdr: cfg.KeysHeader, tagsHdr: cfg.TagsHeader, gen: gen},
+		})
+	}
+	return in, nil
+}
+
+// Ready is closed once the subscriptions are live at the server: messages published after it
+// are received. It is never closed if Run fails before that.
+func (in *Ingress) Ready() <-chan struct{} { return in.ready }
+
+// Stop starts the graceful stop (see the package doc); Run returns nil once every message
+// received has been sent to Out (or answered) and Out is closed. Stop does not wait; it may be
+// called any number of times, from any goroutine, before or during Run.
+func (in *Ingress) Stop() { in.stopOnce.Do(func() { close(in.stop) }) }
+
+// Run subscribes, runs the workers and returns after a graceful stop (nil) or when ctx ends
+// (ctx's error: the abort). Either way every goroutine it started has exited and Out is closed.
+// It may be called once.
+func (in *Ingress) Run(ctx context.Context) error {
+	if !in.started.CompareAndSwap(false, true) {
+		return errors.New("ingress: Run called twice")
+	}
+	defer close(in.cfg.Out) // deferred first, so it runs last: after every worker has exited
+	defer in.drops.stopTimer()
+	defer func() {
+		close(in.quit)
+		in.watchers.Wait()
+	}()
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	in.abort = ctx.Done()
+
+	group, _ := stages.NewGroup(ctx)
+	for _, w := range in.workers {
+		group.Go(fmt.Sprintf("ingress-worker-%d", w.id), w.run)
+	}
+	err := in.subscribe(ctx)
+	if err == nil {
+		close(in.ready)
+		in.log.Debug().Strs("subjects", in.cfg.Subjects).Int("workers", len(in.workers)).Msg("ingress running")
+		if !in.serve(ctx) {
+			cancel() // abort: from here on nothing blocks on the workers
+		}
+	} else {
+		cancel()
+	}
+	in.endSubscriptions(ctx, cancel)
+	close(in.subsDone) // no callback runs any more: the workers finish what they hold
+	_ = group.Wait()   // workers return nil or a cancellation, which the group swallows
+	in.failLeftovers()
+	in.drops.report()
+	switch {
+	case err != nil:
+		return err
+	case ctx.Err() == nil:
+		// Not aborted: every worker ran finish, so everything received was sent on or answered.
+		in.log.Debug().Msg("ingress stopped")
+		return nil
+	case parent.Err() != nil:
+		return parent.Err()
+	}
+	return ctx.Err()
+}
+
+// serve waits for a stop (true) or the end of ctx (false), reporting drops meanwhile.
+func (in *Ingress) serve(ctx context.Context) bool {
+	for {
+		select {
+		case <-in.stop:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-in.slow:
+			in.drops.event()
+		case <-in.drops.c:
+			in.drops.fire()
+		}
+	}
+}
+
+// failLeftovers answers what the workers' channels still hold once nothing reads them any more.
+// After a graceful stop they are empty; after an abort the workers exited first, and a callback
+// may have put a message in a channel before it saw the abort.
+func (in *Ingress) failLeftovers() {
+	for _, w := range in.workers {
+		for range cap(w.jobs) { // bounded: no sender is left, so at most cap(jobs) items
+			var j job
+			select {
+			case j = <-w.jobs:
+			default:
+			}
+			if j.msg == nil {
+				break
+			}
+			in.counters.aborted.Add(1)
+			in.replyError(j.msg.Reply, CodeUnavailable, ErrStopped.Error())
+		}
+	}
+}
+
+// onMsg is the subscription callback, on nats.go's goroutine for the subscription. It does only
+// cheap work and hands the message to the worker that owns its (topic, queue). Blocking here
+// when that worker is behind is the back-pressure: nats.go then buffers, up to the pending limits.
+func (in *Ingress) onMsg(m *nats.Msg) {
+	in.counters.received.Add(1)
+	if in.cfg.excluded(m.Subject) {
+		in.counters.excluded.Add(1)
+		return
+	}
+	rt := in.router.route(m.Subject)
+	q := in.router.queue(m, rt)
+	w := in.workers[rt.worker(q, len(in.workers))]
+	select {
+	case w.jobs <- job{msg: m, route: rt, queue: q}:
+	case <-in.abort:
+		in.counters.aborted.Add(1)
+		in.replyError(m.Reply, CodeUnavailable, ErrStopped.Error())
+	}
+}

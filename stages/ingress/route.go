@@ -1,0 +1,128 @@
+package ingress
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/javahash"
+)
+
+// route is what the callback needs to know about a subject, computed once per subject and
+// cached: where its messages go, and whether they can go anywhere at all. Immutable once made
+// (the round-robin counter lives in topicState, which is shared by every subject of the topic).
+type route struct {
+	topic string
+	// tags is the token rule's TAGS, "" for none. It needs no check of its own: it is a
+	// non-empty piece of the subject cut at a '.', and the subject passed CheckProperty.
+	tags string
+	// err is set when the subject cannot be stored at all (topic too long, subject not valid as
+	// the NATS_SUBJECT property); every message of the subject then gets an error reply.
+	err   error
+	state *topicState
+	// shard is the base of the worker choice: the FNV-1a hash of the topic (of the subject when
+	// err is set, so that rejects spread over the workers too).
+	shard uint32
+}
+
+// topicState is shared by every subject of one topic.
+type topicState struct {
+	// next is the round-robin position for messages without a queue key. Atomic: subscriptions
+	// run their callbacks on separate goroutines.
+	next atomic.Uint32
+}
+
+// router maps subjects to routes and messages to queues and workers. Safe for concurrent use.
+type router struct {
+	mapping  Mapping
+	queues   int32
+	keyHdr   string
+	subjects *boundedCache[string, *route]
+	topics   *boundedCache[string, *topicState]
+}
+
+func newRouter(m Mapping, queues int, keyHdr string, cacheSize int) *router {
+	return &router{
+		mapping:  m,
+		queues:   int32(queues),
+		keyHdr:   keyHdr,
+		subjects: newBoundedCache[string, *route](cacheSize),
+		topics:   newBoundedCache[string, *topicState](cacheSize),
+	}
+}
+
+// route returns the cached route of subject.
+func (r *router) route(subject string) *route { return r.subjects.getOrMake(subject, r.makeRoute) }
+
+func (r *router) makeRoute(subject string) *route {
+	rt := &route{}
+	if err := commitlog.CheckProperty(PropNatsSubject, subject); err != nil {
+		rt.err = fmt.Errorf("%w: %w", ErrInvalidSubject, err)
+	} else {
+		rt.topic, rt.tags, rt.err = r.mapping.Map(subject)
+	}
+	if rt.err != nil {
+		rt.shard = fnv32(subject)
+		return rt
+	}
+	rt.shard = fnv32(rt.topic)
+	// A topic's state may be evicted while routes still point at it; they keep their pointer and
+	// a new route gets a fresh counter. Either way the queues are still spread.
+	rt.state = r.topics.getOrMake(rt.topic, func(string) *topicState { return new(topicState) })
+	return rt
+}
+
+// queue picks the queue id of m: by its queue key when it has one, else round-robin per topic.
+func (r *router) queue(m *nats.Msg, rt *route) int32 {
+	if rt.err != nil {
+		return 0
+	}
+	if vals := m.Header[r.keyHdr]; len(vals) > 0 {
+		if key := firstKey(vals[0]); key != "" {
+			return HashQueue(key, int(r.queues))
+		}
+	}
+	return int32(rt.state.next.Add(1)-1) % r.queues
+}
+
+// HashQueue is the queue id for a key: Java String.hashCode(key) % queues, negated when negative,
+// which is what RocketMQ's SelectMessageQueueByHash computes, so a RocketMQ producer using that
+// selector with the same key lands on the same queue.
+func HashQueue(key string, queues int) int32 {
+	v := javahash.String(key) % int32(queues)
+	if v < 0 {
+		v = -v
+	}
+	return v
+}
+
+// firstKey is the first non-empty space-separated token of a keys value.
+func firstKey(v string) string {
+	v = strings.TrimLeft(v, " ")
+	if i := strings.IndexByte(v, ' '); i >= 0 {
+		return v[:i]
+	}
+	return v
+}
+
+// worker picks the worker that owns (topic, queue). Consecutive queues of a topic go to
+// consecutive workers, so a busy topic spreads over min(QueuesPerTopic, Workers) workers.
+// Round-robin over the workers would spread better but would let two messages of one queue be
+// encoded by two workers at once and reach Out in either order: the per-queue order guarantee
+// rests on this function being a function of (topic, queue) alone.
+func (rt *route) worker(queue int32, workers int) int {
+	return int((rt.shard + uint32(queue)) % uint32(workers))
+}
+
+// fnv32 is FNV-1a, 32 bits.
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}

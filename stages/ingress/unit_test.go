@@ -1,0 +1,290 @@
+package ingress
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/stages"
+)
+
+func TestBoundedCacheEvicts(t *testing.T) {
+	c := newBoundedCache[int, int](10) // generations of 5
+	mk := func(k int) int { return k * 10 }
+	for k := range 100 {
+		if v := c.getOrMake(k, mk); v != k*10 {
+			t.Fatalf("get %d = %d", k, v)
+		}
+		c.getOrMake(0, func(int) int { t.Fatal("hot key 0 was evicted"); return 0 })
+		if n := c.len(); n > 10 {
+			t.Fatalf("cache holds %d entries, bound 10", n)
+		}
+	}
+	if c.evictions.Load() == 0 {
+		t.Fatal("no evictions counted")
+	}
+}
+
+func testRouter(tokens int) *router {
+	return newRouter(Mapping{TopicTokens: tokens}, 4, "Rmq-Keys", 64)
+}
+
+func testBuilder() *propBuilder {
+	gen := commitlog.NewUniqKeyGen(netip.MustParseAddr("10.0.0.1"), 1, 2, func() time.Time { return time.Unix(1700000000, 0) })
+	return &propBuilder{keysHdr: "Rmq-Keys", tagsHdr: "Rmq-Tags", gen: gen}
+}
+
+func msgWith(subject string, hdr nats.Header) *nats.Msg {
+	return &nats.Msg{Subject: subject, Header: hdr}
+}
+
+func TestHeadersToProperties(t *testing.T) {
+	b := testBuilder()
+	r := testRouter(0)
+	m := msgWith("orders.eu", nats.Header{
+		"Nats-Msg-Id":  {"id-1"},
+		"Rmq-Keys":     {"k1 k2", "k3"},
+		"Rmq-Tags":     {"paid"},
+		"Trace":        {"a", "b", "c"},
+		"content-type": {"json"},
+	})
+	props, id, err := b.build(m, r.route(m.Subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id != "id-1" {
+		t.Fatalf("msgID %q", id)
+	}
+	got := commitlog.Properties(props).Map()
+	want := map[string]string{
+		PropNatsSubject: "orders.eu", "UNIQ_KEY": "id-1", "KEYS": "k1 k2 k3", "TAGS": "paid",
+		"Trace": "a", "Trace#2": "b", "Trace#3": "c", "content-type": "json",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("properties\n got %v\nwant %v", got, want)
+	}
+	// Deterministic bytes: the same headers give the same properties whatever the map order.
+	again, _, _ := b.build(m, r.route(m.Subject))
+	for range 20 {
+		next, _, _ := b.build(m, r.route(m.Subject))
+		if string(next) != string(again) {
+			t.Fatal("properties depend on map order")
+		}
+	}
+}
+
+func TestGeneratedUniqKeyAndTokenTags(t *testing.T) {
+	b := testBuilder()
+	r := testRouter(1)
+	m := msgWith("orders.eu.paid", nil)
+	props, id, err := b.build(m, r.route(m.Subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := commitlog.Properties(props)
+	uk, _ := p.Get("UNIQ_KEY")
+	if id != "" || len(uk) != 32 {
+		t.Fatalf("generated UNIQ_KEY %q, msgID %q", uk, id)
+	}
+	if tags, _ := p.Get("TAGS"); string(tags) != "eu.paid" {
+		t.Fatalf("token TAGS %q", tags)
+	}
+	// A tags header wins over the token rule.
+	m.Header = nats.Header{"Rmq-Tags": {"override"}}
+	props, _, _ = b.build(m, r.route(m.Subject))
+	if tags, _ := commitlog.Properties(props).Get("TAGS"); string(tags) != "override" {
+		t.Fatalf("TAGS %q", tags)
+	}
+}
+
+func TestHeaderRejects(t *testing.T) {
+	b := testBuilder()
+	r := testRouter(0)
+	for name, hdr := range map[string]nats.Header{
+		"0x01 in value":     {"X": {"a\x01b"}},
+		"0x02 in value":     {"X": {"a\x02b"}},
+		"0x01 in name":      {"X\x01": {"v"}},
+		"empty value":       {"X": {""}},
+		"invalid UTF-8":     {"X": {"\xff"}},
+		"reserved UNIQ_KEY": {"UNIQ_KEY": {"v"}},
+		"reserved KEYS":     {"KEYS": {"v"}},
+		"reserved TAGS":     {"TAGS": {"v"}},
+		"reserved subject":  {PropNatsSubject: {"v"}},
+		"reserved crc":      {"__CRC32#": {"v"}},
+		"reserved CLUSTER":  {"CLUSTER": {"v"}},
+		"reserved WAIT":     {"WAIT": {"v"}},
+		"reserved DELAY":    {"DELAY": {"3"}},
+		"transient":         {"__RMQ.TRANSIENT.X": {"v"}},
+		"value suffix":      {"Trace#2": {"v"}},
+		"two msg ids":       {"Nats-Msg-Id": {"a", "b"}},
+		"empty msg id":      {"Nats-Msg-Id": {""}},
+		"two tags":          {"Rmq-Tags": {"a", "b"}},
+		"bad key":           {"Rmq-Keys": {"a", "b\x02"}},
+	} {
+		_, _, err := b.build(msgWith("s", hdr), r.route("s"))
+		if !errors.Is(err, ErrInvalidHeader) || ReplyCode(err) != CodeInvalid {
+			t.Errorf("%s: err = %v, want ErrInvalidHeader (400)", name, err)
+		}
+	}
+	// Allowed: '#' not followed by digits only, and a lone '#'.
+	for _, name := range []string{"A#", "#", "A#2b", "A#b2"} {
+		if _, _, err := b.build(msgWith("s", nats.Header{name: {"v"}}), r.route("s")); err != nil {
+			t.Errorf("header %q refused: %v", name, err)
+		}
+	}
+}
+
+func TestQueueChoice(t *testing.T) {
+	r := testRouter(0)
+	rt := r.route("orders")
+	seen := map[int32]int{}
+	for range 400 {
+		seen[r.queue(msgWith("orders", nil), rt)]++
+	}
+	for q := range int32(4) {
+		if seen[q] != 100 {
+			t.Fatalf("round-robin uneven: %v", seen)
+		}
+	}
+	// Keyed: Java hashCode % 4, negated when negative; first key of the header only.
+	m := msgWith("orders", nats.Header{"Rmq-Keys": {"  OrderID188 other"}})
+	if q := r.queue(m, rt); q != HashQueue("OrderID188", 4) {
+		t.Fatalf("keyed queue %d", q)
+	}
+	// "polygenelubricants".hashCode() is Integer.MIN_VALUE: % 4 is 0.
+	for key, want := range map[string]int32{"a": 97 % 4, "TagA": 2598919 % 4, "polygenelubricants": 0} {
+		if got := HashQueue(key, 4); got != want {
+			t.Errorf("HashQueue(%q) = %d, want %d", key, got, want)
+		}
+	}
+	for i := range 1000 {
+		if q := HashQueue(fmt.Sprint("k", i, "\u00e9\U0001F600"), 7); q < 0 || q >= 7 {
+			t.Fatalf("queue %d out of range", q)
+		}
+	}
+}
+
+func TestReplyCode(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("x: %w", commitlog.ErrInvalidTopic), CodeInvalid},
+		{fmt.Errorf("x: %w", commitlog.ErrInvalidProperty), CodeInvalid},
+		{fmt.Errorf("x: %w", commitlog.ErrPropertiesTooLarge), CodeInvalid},
+		{fmt.Errorf("x: %w", ErrInvalidSubject), CodeInvalid},
+		{fmt.Errorf("x: %w", ErrInvalidHeader), CodeInvalid},
+		{fmt.Errorf("x: %w", commitlog.ErrBodyTooLarge), CodeTooLarge},
+		{fmt.Errorf("x: %w", commitlog.ErrRecordTooLarge), CodeTooLarge},
+		{fmt.Errorf("x: %w", commitlog.ErrTooLarge), CodeTooLarge},
+		{&fs.PathError{Op: "fallocate", Path: "/x", Err: syscall.ENOSPC}, CodeDiskFull},
+		{errors.Join(stages.ErrClosed, syscall.ENOSPC), CodeDiskFull},
+		{stages.ErrClosed, CodeUnavailable},
+		{fmt.Errorf("x: %w", ErrUnavailable), CodeUnavailable},
+		{ErrStopped, CodeUnavailable},
+		{context.Canceled, CodeUnavailable},
+		{context.DeadlineExceeded, CodeUnavailable},
+		{codedErr(429), 429},
+		{fmt.Errorf("wrapped: %w", codedErr(503)), 503},
+		{errors.New("boom"), CodeInternal},
+		{syscall.EIO, CodeInternal},
+		{nil, CodeInternal},
+	} {
+		if got := ReplyCode(tc.err); got != tc.want {
+			t.Errorf("ReplyCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+type codedErr int
+
+func (e codedErr) Error() string  { return fmt.Sprint("code ", int(e)) }
+func (e codedErr) ReplyCode() int { return int(e) }
+
+func TestReplyJSON(t *testing.T) {
+	a := Ack{Topic: "orders_eu", QueueID: 3, QueueOffset: 1 << 40, MsgID: "7F000001000027100000000000001F40",
+		CommitLogOffset: 8000, StoreTimestamp: 1700000000123, Duplicate: true}
+	data := AppendAck(nil, &a)
+	var viaJSON Ack
+	if err := json.Unmarshal(data, &viaJSON); err != nil || viaJSON != a {
+		t.Fatalf("encoding/json reads %s as %+v, %v", data, viaJSON, err)
+	}
+	got, err := ParseReply(data)
+	if err != nil || got != a {
+		t.Fatalf("ParseReply = %+v, %v", got, err)
+	}
+
+	// The hot-path variant writes the same bytes.
+	r := stages.Record{Topic: a.Topic, QueueID: a.QueueID, QueueOffset: a.QueueOffset,
+		PhysOffset: a.CommitLogOffset, StoreTimestamp: a.StoreTimestamp, Duplicate: true}
+	host := netip.MustParseAddrPort("127.0.0.1:10000")
+	a.MsgID = commitlog.OffsetMsgID(host, a.CommitLogOffset)
+	if hot, want := appendRecordAck(nil, &r, host), AppendAck(nil, &a); string(hot) != string(want) {
+		t.Fatalf("appendRecordAck %s\nwant %s", hot, want)
+	}
+
+	desc := "bad \"header\" \\ \x01\x1f\n\t\xff é \U0001F600"
+	data = AppendErrorReply(nil, 400, desc)
+	if !json.Valid(data) {
+		t.Fatalf("error reply is not JSON: %q", data)
+	}
+	_, err = ParseReply(data)
+	re, ok := errors.AsType[*ReplyError](err)
+	if !ok || re.Code != 400 || re.Description != strings.ToValidUTF8(desc, "\uFFFD") {
+		t.Fatalf("ParseReply(error) = %v", err)
+	}
+	if _, err := ParseReply([]byte("not json")); err == nil {
+		t.Fatal("garbage parsed")
+	}
+}
+
+func TestEncodeRejects(t *testing.T) {
+	in, err := New(Config{Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Workers: 1, TopicTokens: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := in.workers[0]
+	encode := func(m *nats.Msg) error {
+		rt := in.router.route(m.Subject)
+		_, err := w.encode(&job{msg: m, route: rt, queue: in.router.queue(m, rt)}, 1)
+		return err
+	}
+	big := &nats.Msg{Subject: "s", Data: make([]byte, commitlog.DefaultMaxBodySize+1)}
+	for _, tc := range []struct {
+		name string
+		m    *nats.Msg
+		is   error
+		code int
+	}{
+		{"properties over 32767", &nats.Msg{Subject: "s", Header: nats.Header{"Big": {strings.Repeat("v", 40000)}}},
+			commitlog.ErrPropertiesTooLarge, CodeInvalid},
+		{"body over 4 MiB", big, commitlog.ErrBodyTooLarge, CodeTooLarge},
+		{"subject not UTF-8", &nats.Msg{Subject: "a.\xff"}, ErrInvalidSubject, CodeInvalid},
+		{"topic too long", &nats.Msg{Subject: strings.Repeat("%", 43) + ".x"}, ErrInvalidSubject, CodeInvalid},
+	} {
+		if err := encode(tc.m); !errors.Is(err, tc.is) || ReplyCode(err) != tc.code {
+			t.Errorf("%s: %v, want %v (%d)", tc.name, err, tc.is, tc.code)
+		}
+	}
+	// The oversized body is refused before a buffer is made for it.
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 10 {
+		_ = encode(big)
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("refusing 10 oversized bodies allocated %d bytes", n)
+	}
+}

@@ -1,0 +1,153 @@
+package ingress
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/stages"
+)
+
+// arenaChunk is the size of the buffers records are encoded into. Records of a worker are cut
+// from shared chunks (never reused: the appender and dedupe may still read them), so a batch
+// costs one allocation per 64 KiB instead of one per message. A record that does not fit in a
+// chunk gets its own buffer.
+const arenaChunk = 64 << 10
+
+// recordSlack bounds how much longer a record is than its body, topic and properties: 91 fixed
+// bytes (V1, IPv4 hosts) + 24 for two IPv6 hosts + 1 for a V2 topic length + 21 for the
+// __CRC32# reservation and its separator.
+const recordSlack = 91 + 24 + 1 + 21
+
+// job is one message on its way from the callback to its worker.
+type job struct {
+	msg   *nats.Msg
+	route *route
+	queue int32
+}
+
+// worker validates and encodes the messages of the (topic, queue)s it owns, in arrival order,
+// and sends them to Out in batches. Only its own goroutine touches its fields (jobs excepted).
+type worker struct {
+	in *Ingress
+	id int
+	// jobs is the worker's inbox: the callbacks send, the worker receives. Never closed: on a
+	// graceful stop, subsDone tells the worker that no more sends come.
+	jobs  chan job
+	props propBuilder
+	arena []byte
+	batch []job
+}
+
+// run is the worker loop: block for one message, take what else is queued (up to MaxBatch),
+// encode, send. It returns nil after a graceful stop, ctx's error on an abort.
+func (w *worker) run(ctx context.Context) error {
+	for {
+		select {
+		case j := <-w.jobs:
+			batch, _ := stages.Drain(w.jobs, append(w.batch[:0], j), w.in.cfg.MaxBatch)
+			if err := w.process(ctx, batch); err != nil {
+				return err
+			}
+		case <-w.in.subsDone:
+			return w.finish(ctx)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// finish sends what the channel still holds; no callback runs any more, so every pass either
+// empties the channel or takes MaxBatch messages from it.
+func (w *worker) finish(ctx context.Context) error {
+	for range cap(w.jobs)/w.in.cfg.MaxBatch + 2 {
+		batch, _ := stages.Drain(w.jobs, w.batch[:0], w.in.cfg.MaxBatch)
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := w.process(ctx, batch); err != nil {
+			return err
+		}
+	}
+	return nil // unreachable: the channel held at most cap(jobs) messages
+}
+
+// process encodes jobs into one batch and sends it to Out. A message that fails validation is
+// answered at once and left out. jobs is cleared afterwards so that it holds no message.
+func (w *worker) process(ctx context.Context, jobs []job) error {
+	w.batch = jobs
+	defer clear(jobs)
+	// NATS does not carry a publish time: the born timestamp is when ingress encoded the batch.
+	born := w.in.cfg.Clock().UnixMilli()
+	recs := make([]stages.Record, 0, len(jobs))
+	for i := range jobs {
+		rec, err := w.encode(&jobs[i], born)
+		if err != nil {
+			w.in.reject(jobs[i].msg, err)
+			continue
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	b := &stages.Batch{Records: recs, Done: w.in.done}
+	select {
+	case w.in.cfg.Out <- b:
+		w.in.counters.encoded.Add(int64(len(recs)))
+		return nil
+	case <-ctx.Done():
+		w.in.counters.aborted.Add(int64(len(recs)))
+		for i := range recs {
+			w.in.replyError(recs[i].Reply, CodeUnavailable, ErrStopped.Error())
+		}
+		return ctx.Err()
+	}
+}
+
+// encode turns one message into a record: properties from the subject and headers, then
+// commitlog.AppendRecord, which checks the topic and the size limits.
+func (w *worker) encode(j *job, born int64) (stages.Record, error) {
+	rt := j.route
+	if rt.err != nil {
+		return stages.Record{}, rt.err
+	}
+	props, msgID, err := w.props.build(j.msg, rt)
+	if err != nil {
+		return stages.Record{}, err
+	}
+	cfg := &w.in.cfg
+	m := commitlog.Message{
+		Topic:         rt.topic,
+		QueueID:       j.queue,
+		BornTimestamp: born,
+		BornHost:      cfg.BornHost,
+		StoreHost:     cfg.StoreHost,
+		Body:          j.msg.Data,
+		Properties:    props,
+	}
+	need := len(m.Body) + len(m.Topic) + len(props) + recordSlack
+	if cap(w.arena)-len(w.arena) < need && need <= arenaChunk {
+		w.arena = make([]byte, 0, arenaChunk)
+	}
+	// Encoding into the free tail of the chunk writes in place when the record fits; when it
+	// does not (a big record), AppendRecord allocates a buffer for this record alone, after its
+	// checks, so a rejected oversized body costs no allocation.
+	free := w.arena[len(w.arena):]
+	rec, err := commitlog.AppendRecord(free, &m, *cfg.Encode)
+	if err != nil {
+		return stages.Record{}, err
+	}
+	if len(rec) <= cap(free) {
+		w.arena = w.arena[:len(w.arena)+len(rec)]
+	}
+	return stages.Record{
+		Bytes:   rec[:len(rec):len(rec)], // capped: an append must never run into the next record
+		Topic:   rt.topic,
+		QueueID: j.queue,
+		PropCRC: cfg.Encode.PropCRC,
+		MsgID:   msgID,
+		Reply:   j.msg.Reply,
+	}, nil
+}
