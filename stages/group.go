@@ -48,8 +48,12 @@ func (g *Group) fail(err error) {
 	}
 }
 
-// Cancel stops every loop with cause (an abort: loops exit without draining).
-func (g *Group) Cancel(cause error) { g.cancel(cause) }
+// Cancel stops every loop with cause (an abort: loops exit without draining); Wait then
+// returns cause unless a loop failed first.
+func (g *Group) Cancel(cause error) { g.fail(cause) }
+
+// Done is closed when the group's context ends: on the first error, on Cancel, or after Wait.
+func (g *Group) Done() <-chan struct{} { return g.ctx.Done() }
 
 // Err is the first error so far, or nil.
 func (g *Group) Err() error {

@@ -89,37 +89,44 @@ func (w *Watermark) Err() error {
 // Wait returns nil once the mark is at or past off, the mark's error if it was failed below off,
 // or ctx's error.
 func (w *Watermark) Wait(ctx context.Context, off int64) error {
-	ch, err := w.WaitChan(off)
-	if ch == nil {
-		return err
+	if w.cur.Load() >= off {
+		return nil
 	}
 	select {
-	case <-ch:
-		if w.cur.Load() >= off {
-			return nil
-		}
-		return w.Err()
+	case <-w.WaitChan(off):
+		return w.reached(off)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// WaitChan returns a channel that is closed once the mark reaches off or fails, for callers
-// that select on several things. A nil channel means it is already decided: err is nil when the
-// mark is at or past off, else the mark's error. After the channel closes, Load tells which.
-func (w *Watermark) WaitChan(off int64) (<-chan struct{}, error) {
+// reached tells, once a wait for off is over, whether the mark got there (nil) or failed first.
+func (w *Watermark) reached(off int64) error {
 	if w.cur.Load() >= off {
-		return nil, nil
+		return nil
+	}
+	return w.Err()
+}
+
+// WaitChan returns a channel that is closed once the mark reaches off or fails, for callers that
+// select on several things; it is already closed when that has happened. Afterwards Load (or
+// Wait, which then returns at once) tells which.
+func (w *Watermark) WaitChan(off int64) <-chan struct{} {
+	if w.cur.Load() >= off {
+		return closedChan
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.cur.Load() >= off {
-		return nil, nil
-	}
-	if w.err != nil {
-		return nil, w.err
+	if w.cur.Load() >= off || w.err != nil {
+		return closedChan
 	}
 	ch := make(chan struct{})
 	w.waiters = append(w.waiters, waiter{off, ch})
-	return ch, nil
+	return ch
 }
+
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()

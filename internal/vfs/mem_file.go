@@ -62,6 +62,9 @@ func (s *memSegment) Reserve(upTo int64) error {
 
 // Prefault has nothing to fault in memory; it only checks that [from, to) could be written,
 // since the real one may dirty the pages and so must stay below Reserved, as OS checks too.
+// AdviseRandom implements Segment; memory has no read-ahead.
+func (s *memSegment) AdviseRandom() {}
+
 func (s *memSegment) Prefault(from, to int64) error {
 	if s.mode == ReadOnly {
 		return nil

@@ -78,7 +78,11 @@ type Segment interface {
 	// Prefault takes the page faults for [from, to) now, so that later writes run at memory
 	// speed. It may dirty the pages (with the bytes they already hold).
 	Prefault(from, to int64) error
-	// Close unmaps the segment and closes the file. Data must not be used afterwards.
+	// AdviseRandom tells the kernel that access is random (madvise MADV_RANDOM), so that a
+	// fault does not read ahead: the first write into each new ConsumeQueue file would otherwise
+	// pull the whole file into the page cache as zeros. Only a hint; errors are ignored.
+	AdviseRandom()
+	// Close unmaps the segment. Data must not be used afterwards.
 	Close() error
 }
 

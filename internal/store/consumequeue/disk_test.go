@@ -48,7 +48,7 @@ func TestManyQueuesDiskUsage(t *testing.T) {
 	}
 	const perTopic = 4
 	root := t.TempDir()
-	s, err := Open(Options{FS: testFS(), Root: root}) // defaults: 300,000 units per file, 1024-unit steps, 4096 mapped
+	s, err := Open(Options{FS: vfs.Default, Root: root}) // defaults: 300,000 units per file, 1024-unit steps, 4096 mapped
 	noErr(t, err)
 	start := time.Now()
 	for i := range topics {
@@ -85,7 +85,7 @@ func TestManyQueuesDiskUsage(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	s, err = Open(Options{FS: testFS(), Root: root})
+	s, err = Open(Options{FS: vfs.Default, Root: root})
 	noErr(t, err)
 	defer s.Close()
 	skipped, err := s.Load()
@@ -102,16 +102,4 @@ func TestManyQueuesDiskUsage(t *testing.T) {
 	if maxPhys != (n-1)*200+200 || s.MappedQueues() > DefaultMaxMapped {
 		t.Fatalf("max physical offset %d, %d mapped", maxPhys, s.MappedQueues())
 	}
-}
-
-// testFS is vfs.OS with read-ahead off on the mappings, unless CQ_PLAIN_FS is set. With the
-// kernel's read-ahead (8 MB on the test machine's disk), the first fault on each new 6 MB file
-// zero-fills the whole file into the page cache: 8,000 queues then take 10 ms each, and 48 GB
-// of page cache churn, instead of 0.5 ms. vfs.OS should advise MADV_RANDOM on ConsumeQueue
-// mappings; until it does, this test would measure the page cache, not the queues.
-func testFS() vfs.FS {
-	if os.Getenv("CQ_PLAIN_FS") != "" {
-		return vfs.Default
-	}
-	return randomFS{}
 }

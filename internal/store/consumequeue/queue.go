@@ -119,6 +119,7 @@ func (cq *ConsumeQueue) mapFiles() error {
 		Dir:         cq.dir,
 		FileSize:    cq.cfg.fileSize,
 		ReserveStep: cq.cfg.reserveStep,
+		Random:      true,
 	})
 	if err != nil {
 		cq.mu.Unlock()

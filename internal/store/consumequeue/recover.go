@@ -119,6 +119,37 @@ func (cq *ConsumeQueue) TruncateDirty(phyOffset int64) error {
 	if cq.recovered.Load() && phyOffset > 0 && cq.maxPhys.Load() <= phyOffset {
 		return nil
 	}
+	return cq.truncate(func(_ int64, u Unit) bool { return !u.Valid() || u.Phys >= phyOffset })
+}
+
+// TruncateUnverified keeps only the prefix of the queue that is known good after a crash:
+// walking back from the end, it passes over every unit that names a record at or past from (the
+// checkpoint's dispatched offset: re-dispatch rebuilds those) or that verify rejects, and cuts
+// the queue after the first unit below from that verify accepts. Units written after the last
+// flush can be torn by a crash into something that still looks valid (a sector of a unit kept,
+// the next one lost), so verify checks a unit against the CommitLog record it names.
+func (cq *ConsumeQueue) TruncateUnverified(from int64, verify func(n int64, u Unit) bool) error {
+	lo, hi := cq.MinOffset(), cq.MaxOffset()
+	keepTo := lo
+	for n := hi - 1; n >= lo; n-- {
+		u, err := cq.Unit(n)
+		if err != nil {
+			return err
+		}
+		if u.Valid() && !u.IsBlank() && u.Phys < from && verify(n, u) {
+			keepTo = n + 1
+			break
+		}
+	}
+	if keepTo == hi {
+		return nil
+	}
+	return cq.truncate(func(pos int64, _ Unit) bool { return pos/UnitSize >= keepTo })
+}
+
+// truncate cuts the queue at the first unit for which stop is true (pos is the unit's byte
+// offset in the queue), looking only below the write position; see TruncateDirty.
+func (cq *ConsumeQueue) truncate(stop func(pos int64, u Unit) bool) error {
 	q, err := cq.use()
 	if err != nil {
 		return err
@@ -136,7 +167,7 @@ func (cq *ConsumeQueue) TruncateDirty(phyOffset int64) error {
 		}
 		data := f.Data()[:f.Wrote()]
 		for kept = 0; kept+UnitSize <= int64(len(data)); kept += UnitSize {
-			if u := DecodeUnit(data[kept:]); !u.Valid() || u.Phys >= phyOffset {
+			if stop(f.Base()+kept, DecodeUnit(data[kept:])) {
 				break
 			}
 		}

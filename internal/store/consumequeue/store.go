@@ -237,6 +237,13 @@ func (s *Store) TruncateDirtyAll(phyOffset int64) error {
 	return s.each(func(cq *ConsumeQueue) error { return cq.TruncateDirty(phyOffset) })
 }
 
+// TruncateUnverifiedAll runs TruncateUnverified on every queue.
+func (s *Store) TruncateUnverifiedAll(from int64, verify func(cq *ConsumeQueue, n int64, u Unit) bool) error {
+	return s.each(func(cq *ConsumeQueue) error {
+		return cq.TruncateUnverified(from, func(n int64, u Unit) bool { return verify(cq, n, u) })
+	})
+}
+
 // CorrectMinOffsetAll runs CorrectMinOffset on every queue (recovery step 5).
 func (s *Store) CorrectMinOffsetAll(minCommitLogOffset int64) error {
 	return s.each(func(cq *ConsumeQueue) error { return cq.CorrectMinOffset(minCommitLogOffset) })

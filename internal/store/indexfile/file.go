@@ -65,6 +65,7 @@ func CreateFile(fsys vfs.FS, name string, g Geometry, reserveStep, prevEndPhyOff
 	if err != nil {
 		return nil, fmt.Errorf("indexfile: create %s: %w", name, err)
 	}
+	seg.AdviseRandom() // slots are hit at random: read-ahead would only fill the cache with zeros
 	f, err := newFile(seg, name, g, reserveStep, true)
 	if err != nil {
 		return nil, errors.Join(err, seg.Close(), fsys.Remove(name))
@@ -94,6 +95,7 @@ func OpenFile(fsys vfs.FS, name string, g Geometry, reserveStep int64, mode vfs.
 	if err != nil {
 		return nil, fmt.Errorf("indexfile: open %s: %w", name, err)
 	}
+	seg.AdviseRandom()
 	f, err := newFile(seg, name, g, reserveStep, mode == vfs.ReadWrite)
 	if err != nil {
 		return nil, errors.Join(err, seg.Close())

@@ -200,6 +200,31 @@ func (s *Service) DropNewerThan(indexMsgTimestamp int64) ([]string, error) {
 	})
 }
 
+// DropPast deletes the newest files that hold entries at or past end (a CommitLog offset that
+// recovery made the new end: entries past it point at records that are gone, and the writer's
+// already-indexed rule would skip new records below them). It returns the names deleted and
+// the lowest begin offset among those that held entries: re-dispatching from there rebuilds what
+// they held below end. rebuildFrom is -1 when no deleted file held an entry.
+func (s *Service) DropPast(end int64) (deleted []string, rebuildFrom int64, err error) {
+	rebuildFrom = -1
+	files := s.Files()
+	first := len(files)
+	// An empty file rolled after a full one inherits its end offset, so it is dropped too.
+	for first > 0 && files[first-1].EndPhyOffset() >= end {
+		first--
+		if h := files[first].Header(); h.IndexCount > 1 {
+			rebuildFrom = h.BeginPhyOffset
+		}
+	}
+	if first == len(files) {
+		return nil, -1, nil
+	}
+	deleted, err = s.remove(func(i int, f *File, last bool) (del, stop bool) {
+		return i >= first, false
+	})
+	return deleted, rebuildFrom, err
+}
+
 // remove deletes the files pick selects, in order, until it says stop.
 func (s *Service) remove(pick func(i int, f *File, last bool) (del, stop bool)) ([]string, error) {
 	if s.opts.ReadOnly {

@@ -45,6 +45,9 @@ type Options struct {
 	Prefault bool
 	// ReadOnly maps existing files read-only and refuses to create any.
 	ReadOnly bool
+	// Random turns read-ahead off for the files (vfs.Segment.AdviseRandom): for files written
+	// in small pieces at a time and read at random, like ConsumeQueues.
+	Random bool
 }
 
 // ErrOutOfRange is returned for an offset that no file of the queue holds.
@@ -129,6 +132,9 @@ func Open(opts Options) (*Queue, error) {
 		if err != nil {
 			closeAll()
 			return nil, err
+		}
+		if opts.Random {
+			seg.AdviseRandom()
 		}
 		f := newFile(seg, name, base, opts.ReserveStep)
 		f.wrote.Store(opts.FileSize)
@@ -299,6 +305,9 @@ func (q *Queue) create(base int64) (*File, error) {
 	seg, err := q.opts.FS.CreateSegment(name, q.opts.FileSize, reserve)
 	if err != nil {
 		return nil, err
+	}
+	if q.opts.Random {
+		seg.AdviseRandom()
 	}
 	if err := q.opts.FS.SyncDir(q.opts.Dir); err != nil {
 		seg.Close()

@@ -1,0 +1,43 @@
+package stages
+
+// Record is one message on its way to the CommitLog. Ingress fills the first group of fields
+// (the encoded bytes hold every field of the record but the three the writer stamps); the
+// appender fills the second; acks read both.
+type Record struct {
+	// Bytes is the record as commitlog.AppendRecord encoded it.
+	Bytes []byte
+	// Topic and QueueID select the queue whose next offset the record takes.
+	Topic   string
+	QueueID int32
+	// PropCRC says Bytes ends with the reserved __CRC32# entry the writer fills.
+	PropCRC bool
+	// MsgID is the publisher's idempotency key (Nats-Msg-Id): a second record with the same
+	// MsgID inside the dedupe window is not stored; it gets the first one's position.
+	MsgID string
+	// Reply is where the ack goes ("" for none); Ctx is opaque to every stage but the one that
+	// made the record (ingress keeps what it needs to answer here).
+	Reply string
+	Ctx   any
+
+	// Set by the appender.
+	QueueOffset    int64
+	PhysOffset     int64
+	Size           int32
+	StoreTimestamp int64
+	Duplicate      bool
+	Err            error // this record was not stored
+}
+
+// End is the CommitLog offset just past the record.
+func (r *Record) End() int64 { return r.PhysOffset + int64(r.Size) }
+
+// Batch is what moves from ingress to the appender and from the appender to the acks: records
+// in the order they are to be appended. Done is called once, by the ack stage, when every record
+// has reached the promised durability level or failed; it must not block for long.
+type Batch struct {
+	Records []Record
+	// End is the CommitLog offset the acks wait for: past every stored record of the batch and
+	// past the originals of its duplicates. Set by the appender.
+	End  int64
+	Done func(*Batch)
+}
