@@ -1,0 +1,198 @@
+// Package appender is the single writer of the CommitLog: one goroutine owns the log's tail and
+// the next offset of every (topic, queue), takes batches of encoded records from ingress, stamps
+// and copies them, and advances the Written watermark. Nothing else writes the log.
+//
+// The directory is append/ (fixed by the design); the package is appender so that importing it
+// does not shadow the append builtin. Import it as appender "github.com/rocketstore/engine/append".
+package appender
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rocketstore/engine/stages"
+)
+
+// Log is what the appender needs of the CommitLog (commitlog.Log implements it).
+type Log interface {
+	// Append copies and stamps one record and returns its physical offset.
+	Append(rec []byte, queueOffset, storeTimestamp int64, propCRC bool) (int64, error)
+	// MaxOffset is the offset just past the last byte written.
+	MaxOffset() int64
+	// NeedsNext says the next segment should be allocated ahead now.
+	NeedsNext() bool
+}
+
+// QueueKey names one ConsumeQueue.
+type QueueKey struct {
+	Topic   string
+	QueueID int32
+}
+
+// Config wires an Appender. Every channel and watermark is made by the engine.
+type Config struct {
+	Log Log
+	// In carries batches from ingress. Its capacity (set by the engine) bounds the batches
+	// waiting for the writer; when it is full, ingress blocks.
+	In <-chan *stages.Batch
+	// Out carries appended batches, in append order, to the ack stage.
+	Out chan<- *stages.Batch
+	// Written is owned by the appender: the offset just past the last record in place.
+	Written *stages.Watermark
+	// Dispatched is followed for back-pressure: the appender does not run more than MaxLag bytes
+	// ahead of dispatch, which bounds the recovery work and the page cache that dispatch must
+	// still read.
+	Dispatched *stages.Watermark
+	MaxLag     int64
+	// MaxBatch is how many batches the writer takes at once before advancing Written.
+	MaxBatch int
+	// NextOffsets are the next queue offsets recovered from the ConsumeQueues; the appender takes
+	// the map over.
+	NextOffsets map[QueueKey]int64
+	// DedupeWindow and DedupeMax bound the memory of message ids seen (0 turns dedupe off).
+	DedupeWindow time.Duration
+	DedupeMax    int
+	// Kick asks the allocator to prepare the next segment (a non-blocking send); the appender
+	// closes it when it stops.
+	Kick chan<- struct{}
+	// Now is the store clock (time.Now when nil).
+	Now func() time.Time
+	// Gate, when set, is asked before each batch; an error refuses the batch (every record gets
+	// it) without stopping the appender: a full disk refuses writes until space returns.
+	Gate func() error
+}
+
+// Stats are the appender's counters, read with Appender.Stats.
+type Stats struct {
+	Batches, Records, Bytes, Duplicates, Errors int64
+	DedupeSize                                  int
+}
+
+// Appender is the CommitLog's single writer.
+type Appender struct {
+	cfg     Config
+	offsets map[QueueKey]int64
+	dedupe  *dedupe
+	stats   statsCounters
+}
+
+// New makes an appender; Run starts it.
+func New(cfg Config) *Appender {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.MaxBatch = max(cfg.MaxBatch, 1)
+	offsets := cfg.NextOffsets
+	if offsets == nil {
+		offsets = make(map[QueueKey]int64)
+	}
+	return &Appender{cfg: cfg, offsets: offsets, dedupe: newDedupe(cfg.DedupeWindow, cfg.DedupeMax)}
+}
+
+// Run is the writer loop. It returns nil when In is closed and drained (a clean stop), and
+// freezes Written on the way out so that the flusher and dispatch know no more data comes.
+func (a *Appender) Run(ctx context.Context) (err error) {
+	defer func() {
+		a.cfg.Written.Fail(cmp.Or(err, stages.ErrClosed))
+		close(a.cfg.Out)
+		if a.cfg.Kick != nil {
+			close(a.cfg.Kick)
+		}
+	}()
+	batches := make([]*stages.Batch, 0, a.cfg.MaxBatch)
+	for {
+		var first *stages.Batch
+		select {
+		case b, ok := <-a.cfg.In:
+			if !ok {
+				return nil
+			}
+			first = b
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		var open bool
+		batches, open = stages.Drain(a.cfg.In, append(batches[:0], first), a.cfg.MaxBatch)
+		if err := a.cfg.Dispatched.Wait(ctx, a.cfg.Written.Load()-a.cfg.MaxLag); err != nil {
+			return fmt.Errorf("waiting for dispatch: %w", err)
+		}
+		now := a.cfg.Now()
+		for _, b := range batches {
+			a.appendBatch(b, now)
+		}
+		a.cfg.Written.Advance(a.cfg.Log.MaxOffset())
+		a.stats.dedupeSize.Store(int64(a.dedupe.Len()))
+		if a.cfg.Log.NeedsNext() && a.cfg.Kick != nil {
+			select {
+			case a.cfg.Kick <- struct{}{}:
+			default:
+			}
+		}
+		for i, b := range batches {
+			select {
+			case a.cfg.Out <- b:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			batches[i] = nil
+		}
+		if !open {
+			return nil
+		}
+	}
+}
+
+// appendBatch writes the records of b. A record that fails (a new segment could not be made:
+// disk full) is marked and not stored; the log is unchanged by it, so the writer carries on.
+func (a *Appender) appendBatch(b *stages.Batch, now time.Time) {
+	ts := now.UnixMilli()
+	var gateErr error
+	if a.cfg.Gate != nil {
+		gateErr = a.cfg.Gate()
+	}
+	if a.dedupe != nil {
+		a.dedupe.expire(now)
+	}
+	a.stats.batches.Add(1)
+	for i := range b.Records {
+		r := &b.Records[i]
+		if r.Err != nil {
+			continue
+		}
+		if gateErr != nil {
+			r.Err = gateErr
+			a.stats.errors.Add(1)
+			continue
+		}
+		var dk dedupeKey
+		if a.dedupe != nil && r.MsgID != "" {
+			dk = dedupeKey{r.Topic, r.MsgID}
+			if e, ok := a.dedupe.get(dk); ok {
+				r.Duplicate = true
+				r.PhysOffset, r.Size, r.QueueOffset = e.phys, e.size, e.queueOffset
+				r.QueueID, r.StoreTimestamp = e.queueID, e.storeTimestamp
+				b.End = max(b.End, r.End())
+				a.stats.duplicates.Add(1)
+				continue
+			}
+		}
+		qk := QueueKey{r.Topic, r.QueueID}
+		qo := a.offsets[qk]
+		phys, err := a.cfg.Log.Append(r.Bytes, qo, ts, r.PropCRC)
+		if err != nil {
+			r.Err = err
+			a.stats.errors.Add(1)
+			continue
+		}
+		a.offsets[qk] = qo + 1
+		r.QueueOffset, r.PhysOffset, r.Size, r.StoreTimestamp = qo, phys, int32(len(r.Bytes)), ts
+		b.End = max(b.End, r.End())
+		if a.dedupe != nil && r.MsgID != "" {
+			a.dedupe.put(dk, dedupeEntry{phys: phys, size: r.Size, queueOffset: qo, queueID: r.QueueID, storeTimestamp: ts}, now)
+		}
+		a.stats.records.Add(1)
+		a.stats.bytes.Add(int64(r.Size))
+	}
+}

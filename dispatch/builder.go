@@ -1,0 +1,103 @@
+// Package dispatch builds what is derived from the CommitLog: RocketMQ's "reput". The
+// dispatcher follows the log up to a limit (Durable in sync mode, Written in async mode), turns
+// each record into a ConsumeQueue unit and IndexFile entries, and advances the Dispatched
+// watermark. Recovery re-dispatches through the same Builder, so live traffic and recovery share
+// one code path.
+package dispatch
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/consumequeue"
+	"github.com/rocketstore/engine/internal/store/indexfile"
+)
+
+// Builder applies one record to the ConsumeQueues and the IndexFiles. It is owned by one
+// goroutine at a time (the dispatcher, or recovery before the dispatcher starts).
+type Builder struct {
+	cq          *consumequeue.Store
+	index       *indexfile.Service // nil when indexing is off
+	delayLevels commitlog.DelayLevels
+
+	// queues caches the ConsumeQueue of each (topic, queue) so that the hot path looks it up
+	// without converting the topic bytes to a string (m[string(b)] does not allocate).
+	queues map[string]map[int32]*consumequeue.ConsumeQueue
+
+	// IndexFilled is the end timestamp of the last IndexFile that filled up (for the
+	// checkpoint's indexMsgTimestamp); LastStoreTimestamp that of the last record applied.
+	IndexFilled        int64
+	LastStoreTimestamp int64
+}
+
+// NewBuilder makes a builder over the stores; index may be nil.
+func NewBuilder(cq *consumequeue.Store, index *indexfile.Service, levels commitlog.DelayLevels) *Builder {
+	if levels == nil {
+		levels = commitlog.DefaultDelayLevels()
+	}
+	return &Builder{cq: cq, index: index, delayLevels: levels, queues: make(map[string]map[int32]*consumequeue.ConsumeQueue)}
+}
+
+// Apply builds the ConsumeQueue unit of the record at phys (normal and committed messages only,
+// as RocketMQ) and its index entries (all but rolled-back ones). Both skip what they already
+// hold, so applying a record twice is harmless.
+func (b *Builder) Apply(phys int64, v commitlog.View) error {
+	tx := v.TransactionType()
+	if tx == commitlog.TxNotType || tx == commitlog.TxCommit {
+		cq, err := b.queue(v.Topic(), v.QueueID())
+		if err != nil {
+			return err
+		}
+		u := consumequeue.Unit{Phys: phys, Size: int32(v.TotalSize()), TagsCode: v.TagsCode(b.delayLevels)}
+		if err := cq.Put(v.QueueOffset(), u); err != nil {
+			return fmt.Errorf("dispatch: consumequeue %s: %w", cq, err)
+		}
+	}
+	if b.index != nil && tx != commitlog.TxRollback {
+		uniq, _ := v.UniqKey()
+		keys, _ := v.Properties().Get(commitlog.PropKeys)
+		// The strings alias the mapped record: BuildIndex only hashes them and keeps none,
+		// and the caller holds the segment mapped for the duration of Apply.
+		filled, err := b.index.BuildIndex(indexfile.Request{
+			Topic: alias(v.Topic()), UniqKey: alias(uniq), Keys: alias(keys),
+			PhyOffset: phys, StoreTimestamp: v.StoreTimestamp(), SysFlag: v.SysFlag(),
+		})
+		if err != nil {
+			return fmt.Errorf("dispatch: index: %w", err)
+		}
+		if filled > 0 {
+			b.IndexFilled = filled
+		}
+	}
+	b.LastStoreTimestamp = v.StoreTimestamp()
+	return nil
+}
+
+func (b *Builder) queue(topic []byte, id int32) (*consumequeue.ConsumeQueue, error) {
+	byID := b.queues[string(topic)]
+	if cq := byID[id]; cq != nil {
+		return cq, nil
+	}
+	t := string(topic)
+	cq, err := b.cq.FindOrCreate(t, id)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: consumequeue %s/%d: %w", t, id, err)
+	}
+	if byID == nil {
+		byID = make(map[int32]*consumequeue.ConsumeQueue)
+		b.queues[t] = byID
+	}
+	byID[id] = cq
+	return cq, nil
+}
+
+// Forget drops the cached queues (after retention or truncation changed the store's set).
+func (b *Builder) Forget() { clear(b.queues) }
+
+func alias(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}

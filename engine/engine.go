@@ -1,0 +1,304 @@
+// Package engine is the composition root: it opens a store (lock, recovery), wires the stages
+// with channels and watermarks, runs them, and shuts them down in order. It is the only package
+// that knows every stage.
+//
+// Data moves forward on channels (ingress -> appender -> acks); only offsets move backward, as
+// watermarks with one owner each: Written (appender), Durable (CommitLog flusher), Dispatched
+// (dispatcher). Back-pressure holds on every edge: the appender waits while dispatch lags by more
+// than MaxDispatchLag, a full appender inbox blocks producers, a full ack queue blocks the
+// appender.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	appender "github.com/rocketstore/engine/append"
+	"github.com/rocketstore/engine/dispatch"
+	"github.com/rocketstore/engine/flushers"
+	"github.com/rocketstore/engine/internal/store/checkpoint"
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/consumequeue"
+	"github.com/rocketstore/engine/internal/store/indexfile"
+	"github.com/rocketstore/engine/internal/store/meta"
+	"github.com/rocketstore/engine/stages"
+)
+
+// ErrClosed is returned for work offered to an engine that is closing or closed.
+var ErrClosed = errors.New("engine: closed")
+
+// Engine is an open store with its pipeline running.
+type Engine struct {
+	opts Options
+	lock io.Closer
+
+	log     *commitlog.Log
+	cq      *consumequeue.Store
+	index   *indexfile.Service
+	builder *dispatch.Builder
+
+	recovery                  Recovery
+	dispatchedTS, indexFilled int64 // after recovery, for the first checkpoint
+
+	written, durable, dispatched *stages.Watermark
+
+	in         chan *stages.Batch
+	group      *stages.Group
+	appender   *appender.Appender
+	flusher    *flushers.CommitLog
+	dispatcher *dispatch.Dispatcher
+
+	// producers guards sends on in: Submit holds it shared, Close takes it exclusively to close
+	// in once no send is under way.
+	producers sync.RWMutex
+	closed    bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens the store in opts.Dir (creating it if needed), recovers it and starts the pipeline.
+func Open(opts Options) (_ *Engine, err error) {
+	if opts.Dir == "" {
+		return nil, errors.New("engine: no store directory")
+	}
+	opts = opts.withDefaults()
+	e := &Engine{opts: opts}
+	fsys := opts.FS
+	if err := fsys.MkdirAll(opts.Dir); err != nil {
+		return nil, err
+	}
+	if e.lock, err = meta.LockStore(fsys, opts.Dir); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			e.closeStores()
+		}
+	}()
+	clean := true
+	if _, aerr := fsys.Stat(filepath.Join(opts.Dir, meta.AbortFileName)); aerr == nil {
+		clean = false
+	}
+	cp := e.loadCheckpoint(filepath.Join(opts.Dir, checkpoint.FileName))
+
+	if e.log, err = commitlog.OpenLog(commitlog.LogOptions{
+		FS: fsys, Dir: filepath.Join(opts.Dir, "commitlog"), FileSize: opts.CommitLogFileSize, Prefault: !opts.NoPrefault,
+	}); err != nil {
+		return nil, err
+	}
+	if e.cq, err = consumequeue.Open(consumequeue.Options{FS: fsys, Root: opts.Dir, UnitsPerFile: opts.ConsumeQueueUnits}); err != nil {
+		return nil, err
+	}
+	if skipped, err := e.cq.Load(); err != nil {
+		return nil, err
+	} else if len(skipped) > 0 {
+		opts.Logger.Warn().Strs("entries", skipped).Msg("ignored entries in the consumequeue directory")
+	}
+	if !opts.NoIndex {
+		if e.index, err = indexfile.Open(indexfile.Options{
+			FS: fsys, Dir: filepath.Join(opts.Dir, "index"),
+			Geometry: indexfile.Geometry{Slots: int32(opts.IndexSlots), Entries: int32(opts.IndexEntries)},
+		}); err != nil {
+			return nil, err
+		}
+	}
+	e.builder = dispatch.NewBuilder(e.cq, e.index, nil)
+
+	next, err := e.recover(cp, clean)
+	if err != nil {
+		return nil, err
+	}
+	r := e.recovery
+	opts.Logger.Info().Bool("clean_exit", r.CleanExit).Bool("from_checkpoint", r.FromCheckpoint).
+		Int64("start", r.Start).Int64("end", r.End).Int64("records", r.Records).Str("tail", r.Tail).
+		Str("corrupt", r.Corrupt).Int64("cut_bytes", r.Cut).Strs("index_dropped", r.IndexDropped).
+		Dur("took", r.Took).Msg("store recovered")
+
+	end := e.log.MaxOffset()
+	e.written, e.durable, e.dispatched = stages.NewWatermark(end), stages.NewWatermark(end), stages.NewWatermark(end)
+	ckp := e.checkpointer()
+	if err := ckp.Thorough(); err != nil {
+		return nil, fmt.Errorf("checkpoint after recovery: %w", err)
+	}
+	if err := meta.CreateAbort(fsys, opts.Dir, os.Getpid()); err != nil {
+		return nil, err
+	}
+	e.start(next, ckp)
+	return e, nil
+}
+
+// start wires the stages and runs them: downstream first, so that nothing sends into a stage
+// that is not running.
+func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpointer) {
+	o := e.opts
+	e.in = make(chan *stages.Batch, o.AppendInbox)
+	acks := make(chan *stages.Batch, o.AckQueue)
+	kick := make(chan struct{}, 1)
+	e.group, _ = stages.NewGroup(context.Background())
+
+	e.flusher = &flushers.CommitLog{
+		Log: e.log, Mode: flushers.Sync, Written: e.written, Durable: e.durable,
+		Interval: o.FlushInterval, LeastPages: o.FlushLeastPages, ThoroughInterval: o.FlushThoroughInterval,
+		SlowSync: o.SlowSync, Logger: o.Logger.With().Str("stage", "flush").Logger(),
+	}
+	limit, level := e.durable, e.durable
+	if o.FlushMode == FlushAsync {
+		e.flusher.Mode = flushers.Async
+		limit, level = e.written, e.written
+	}
+	e.dispatcher = &dispatch.Dispatcher{Log: e.log, Builder: e.builder, Limit: limit, Dispatched: e.dispatched}
+	dedupeMax := o.DedupeMax
+	if dedupeMax < 0 {
+		dedupeMax = 0
+	}
+	e.appender = appender.New(appender.Config{
+		Log: e.log, In: e.in, Out: acks, Written: e.written, Dispatched: e.dispatched,
+		MaxLag: o.MaxDispatchLag, MaxBatch: o.MaxAppendBatch, NextOffsets: next,
+		DedupeWindow: o.DedupeWindow, DedupeMax: dedupeMax, Kick: kick, Now: o.Now,
+	})
+	alloc := &appender.Allocator{Prepare: e.log.PrepareNext, Kick: kick, Log: o.Logger.With().Str("stage", "allocate").Logger()}
+	ack := &stages.Acks{In: acks, Level: level}
+
+	e.group.Go("checkpoint", ckp.Run)
+	e.group.Go("dispatch", e.dispatcher.Run)
+	e.group.Go("flush", e.flusher.Run)
+	e.group.Go("allocate", alloc.Run)
+	e.group.Go("acks", ack.Run)
+	e.group.Go("append", e.appender.Run)
+}
+
+func (e *Engine) checkpointer() *flushers.Checkpointer {
+	o := e.opts
+	c := &flushers.Checkpointer{
+		ConsumeQueues: e.cq, Info: e, Durable: e.durable, Dispatched: e.dispatched,
+		Save: func(cp checkpoint.Checkpoint) error {
+			return checkpoint.Save(o.FS, filepath.Join(o.Dir, checkpoint.FileName), cp)
+		},
+		Interval: o.CQFlushInterval, LeastPages: o.CQFlushLeastPages, ThoroughInterval: o.CQFlushThoroughInterval,
+		Logger: o.Logger.With().Str("stage", "checkpoint").Logger(),
+	}
+	if e.index != nil {
+		c.Index = e.index
+	}
+	return c
+}
+
+// LastStoreTimestamp is the store timestamp of the last record dispatched.
+func (e *Engine) LastStoreTimestamp() int64 {
+	if e.dispatcher != nil {
+		if ts := e.dispatcher.LastStoreTimestamp(); ts > 0 {
+			return ts
+		}
+	}
+	return e.dispatchedTS
+}
+
+// IndexFilled is the end timestamp of the last IndexFile that filled up.
+func (e *Engine) IndexFilled() int64 {
+	if e.dispatcher != nil {
+		if ts := e.dispatcher.IndexFilled(); ts > 0 {
+			return ts
+		}
+	}
+	return e.indexFilled
+}
+
+// Recovery is what Open found and did.
+func (e *Engine) Recovery() Recovery { return e.recovery }
+
+// Submit hands a batch of encoded records to the writer. It blocks while the writer's inbox is
+// full (back-pressure) and fails with ErrClosed once the engine is closing. b.Done is called
+// exactly once, by the ack stage, unless Submit returns an error.
+func (e *Engine) Submit(ctx context.Context, b *stages.Batch) error {
+	e.producers.RLock()
+	defer e.producers.RUnlock()
+	if e.closed {
+		return ErrClosed
+	}
+	select {
+	case e.in <- b:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.group.Done():
+		return fmt.Errorf("%w: %w", ErrClosed, e.group.Err())
+	}
+}
+
+// Done is closed when the pipeline has stopped (after Close, or on a fatal error).
+func (e *Engine) Done() <-chan struct{} { return e.group.Done() }
+
+// Err is the error that stopped the pipeline, if any.
+func (e *Engine) Err() error { return e.group.Err() }
+
+// Close stops the engine cleanly: no new batches are taken, every stage drains in order (the
+// writer, the final sync, dispatch, the last checkpoint), the abort file is removed, and the
+// store is unlocked. Callers that produce batches (ingress) must have stopped first. If a stage
+// failed, the abort file stays, so that the next Open recovers.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() {
+		e.producers.Lock()
+		e.closed = true
+		close(e.in)
+		e.producers.Unlock()
+		err := e.group.Wait()
+		switch {
+		case err == nil:
+			err = meta.RemoveAbort(e.opts.FS, e.opts.Dir)
+		case errors.Is(err, errAborted):
+			err = nil
+		default:
+			e.opts.Logger.Error().Err(err).Msg("pipeline stopped with an error; the next start will recover")
+		}
+		e.closeErr = errors.Join(err, e.closeStores())
+	})
+	return e.closeErr
+}
+
+var errAborted = errors.New("engine: aborted")
+
+// Abort stops every stage at once without draining (as a crash would, short of losing the page
+// cache): nothing more is written or synced, and the abort file stays, so the next Open
+// recovers. Pending publishers get an error reply.
+func (e *Engine) Abort() error {
+	e.group.Cancel(errAborted)
+	return e.Close()
+}
+
+func (e *Engine) closeStores() error {
+	var errs []error
+	if e.index != nil {
+		errs = append(errs, e.index.Close())
+	}
+	if e.cq != nil {
+		errs = append(errs, e.cq.Close())
+	}
+	if e.log != nil {
+		errs = append(errs, e.log.Close())
+	}
+	if e.lock != nil {
+		errs = append(errs, e.lock.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// WaitDispatched returns once every record below off is in its ConsumeQueue and the IndexFile
+// (readers see a record from then on), or with the reason it never will be.
+func (e *Engine) WaitDispatched(ctx context.Context, off int64) error {
+	return e.dispatched.Wait(ctx, off)
+}
+
+// Offsets are the pipeline's watermarks.
+type Offsets struct {
+	Written, Durable, Dispatched int64
+}
+
+// Offsets returns the current watermarks.
+func (e *Engine) Offsets() Offsets {
+	return Offsets{Written: e.written.Load(), Durable: e.durable.Load(), Dispatched: e.dispatched.Load()}
+}

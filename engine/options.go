@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rocketstore/engine/internal/vfs"
+)
+
+// FlushMode is what an ack promises.
+type FlushMode int
+
+const (
+	// FlushSync (the default): an ack means the record is on disk. Group commit: one sync
+	// releases every waiter at or below it. Dispatch follows the durable offset, so consumers
+	// never see a record that a crash could take back.
+	FlushSync FlushMode = iota
+	// FlushAsync: an ack means the record is in the OS page cache (it survives a crash of the
+	// process, not of the machine). The log is synced on RocketMQ's schedule; dispatch follows
+	// the written offset.
+	FlushAsync
+)
+
+func (m FlushMode) String() string {
+	if m == FlushAsync {
+		return "async"
+	}
+	return "sync"
+}
+
+// Options configure an Engine. The zero value of every field means its default (RocketMQ's
+// where RocketMQ has one); Dir is required.
+type Options struct {
+	// Dir is the store directory (RocketMQ's storePathRootDir).
+	Dir string
+	// FS is the file system (vfs.Default); tests pass vfs.Mem or vfs.Faulty.
+	FS     vfs.FS
+	Logger zerolog.Logger
+
+	FlushMode FlushMode
+
+	// File sizes: CommitLog segments (1 GiB), ConsumeQueue files in units of 20 bytes
+	// (300,000), IndexFile slots and entries (5,000,000 and 20,000,000).
+	CommitLogFileSize int64
+	ConsumeQueueUnits int
+	IndexSlots        int
+	IndexEntries      int
+	// NoIndex turns the IndexFile off (RocketMQ's messageIndexEnable=false).
+	NoIndex bool
+	// NoPropCRC turns off the whole-record __CRC32# property that protects every header field
+	// (RocketMQ's enabledAppendPropCRC, which this engine turns on by default).
+	NoPropCRC bool
+	// MaxBodySize bounds a message body (RocketMQ's maxMessageSize, 4 MiB).
+	MaxBodySize int
+	// NoPrefault leaves the page faults of a new CommitLog segment to the writer (prefaulting
+	// off the writer makes copies into it about five times faster).
+	NoPrefault bool
+	// StoreHost is the address written into records and message ids (127.0.0.1:10911).
+	StoreHost netip.AddrPort
+
+	// Queue bounds. AppendInbox: batches waiting for the writer (256); a full inbox blocks
+	// ingress. AckQueue: appended batches waiting for their acks (1024); it bounds how far the
+	// writer runs ahead of acks. MaxAppendBatch: batches the writer takes per round (64).
+	// MaxDispatchLag: bytes the writer may run ahead of dispatch (256 MiB).
+	AppendInbox    int
+	AckQueue       int
+	MaxAppendBatch int
+	MaxDispatchLag int64
+
+	// Dedupe window for publisher message ids (2 minutes, at most 500,000 ids); a negative
+	// DedupeMax turns dedupe off.
+	DedupeWindow time.Duration
+	DedupeMax    int
+
+	// Async CommitLog flush: RocketMQ's 500 ms, 4 pages, thorough every 10 s.
+	FlushInterval         time.Duration
+	FlushLeastPages       int
+	FlushThoroughInterval time.Duration
+	// ConsumeQueue flush and checkpoint: 1 s, 2 pages, thorough (and checkpoint) every 60 s.
+	CQFlushInterval         time.Duration
+	CQFlushLeastPages       int
+	CQFlushThoroughInterval time.Duration
+	// SlowSync is the sync time above which a warning is logged (1 s).
+	SlowSync time.Duration
+
+	// Now is the store clock (time.Now).
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.CommitLogFileSize == 0 {
+		o.CommitLogFileSize = 1 << 30
+	}
+	if o.MaxBodySize == 0 {
+		o.MaxBodySize = 4 << 20
+	}
+	if !o.StoreHost.IsValid() {
+		o.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
+	}
+	if o.AppendInbox == 0 {
+		o.AppendInbox = 256
+	}
+	if o.AckQueue == 0 {
+		o.AckQueue = 1024
+	}
+	if o.MaxAppendBatch == 0 {
+		o.MaxAppendBatch = 64
+	}
+	if o.MaxDispatchLag == 0 {
+		o.MaxDispatchLag = 256 << 20
+	}
+	if o.DedupeWindow == 0 {
+		o.DedupeWindow = 2 * time.Minute
+	}
+	if o.DedupeMax == 0 {
+		o.DedupeMax = 500_000
+	}
+	if o.SlowSync == 0 {
+		o.SlowSync = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}

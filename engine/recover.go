@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
+
+	appender "github.com/rocketstore/engine/append"
+	"github.com/rocketstore/engine/internal/store/checkpoint"
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/consumequeue"
+)
+
+// Recovery reports what Open found and did before taking traffic.
+type Recovery struct {
+	// CleanExit says the last run stopped cleanly (no abort file).
+	CleanExit bool
+	// FromCheckpoint says the checkpoint carried our offsets; otherwise the start was derived
+	// from the ConsumeQueues (a store RocketMQ wrote, or a fresh one).
+	FromCheckpoint bool
+	// Start and End are the CommitLog range scanned and re-dispatched; End is the log's end.
+	Start, End int64
+	// Records and Bytes were scanned (and re-dispatched) in [Start, End).
+	Records, Bytes int64
+	// Tail is how the valid data ended; Corrupt says why when it ended on a bad record, and Cut
+	// bounds the bytes dropped after the end.
+	Tail    string
+	Corrupt string
+	Cut     int64
+	// IndexDropped lists IndexFiles dropped because they held entries past the end.
+	IndexDropped []string
+	Took         time.Duration
+}
+
+// recover brings the derived files in line with the CommitLog, the only truth: it finds where
+// the log's valid data ends (scanning from the checkpoint, so the work is bounded by the
+// checkpoint, not the store's size), re-dispatches what the ConsumeQueues and IndexFiles may
+// lack through the same Builder live dispatch uses, and drops units and entries that point past
+// the end. It returns the next queue offsets for the writer.
+func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.QueueKey]int64, error) {
+	start := time.Now()
+	rep := &e.recovery
+	rep.CleanExit = clean
+
+	cqEnd, err := e.cq.RecoverAll()
+	if err != nil {
+		return nil, fmt.Errorf("recover consumequeues: %w", err)
+	}
+	var from, sealed int64
+	switch {
+	case cp.Ext.Valid:
+		from, sealed = cp.Ext.DispatchedOffset, cp.Ext.DurableOffset
+		rep.FromCheckpoint = true
+	case clean:
+		from = cqEnd // RocketMQ's normal recovery: dispatch from the ConsumeQueues' end
+	default:
+		from = e.log.MinOffset() // no offsets to trust: scan the whole log
+	}
+	if !clean {
+		// Units written after the last flush may be torn into something that looks valid:
+		// keep each queue only up to its last unit below from that matches its record.
+		if err := e.cq.TruncateUnverifiedAll(from, e.unitMatchesRecord); err != nil {
+			return nil, fmt.Errorf("check consumequeues: %w", err)
+		}
+	}
+	if e.index != nil && !cp.Ext.Valid && !clean {
+		// RocketMQ's rule after an abnormal exit: index files newer than the checkpoint may
+		// lack entries that never reached the disk.
+		dropped, err := e.index.DropNewerThan(cp.IndexMsgTimestamp)
+		if err != nil {
+			return nil, err
+		}
+		rep.IndexDropped = append(rep.IndexDropped, dropped...)
+	}
+
+	builder := e.builder
+	log := e.opts.Logger
+	res, err := e.log.Recover(commitlog.RecoverOptions{
+		From:     from,
+		Sealed:   sealed,
+		Check:    commitlog.Check{},
+		OnRecord: builder.Apply,
+		OnSegment: func(name string, off int64) {
+			log.Info().Str("segment", filepath.Base(name)).Int64("offset", off).Msg("recovering commitlog")
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recover commitlog: %w", err)
+	}
+	rep.Start, rep.End, rep.Records, rep.Bytes = res.Start, res.End, res.Records, res.Bytes
+	rep.Tail, rep.Cut = res.Tail.String(), res.Cut
+	if res.Corrupt != nil {
+		rep.Corrupt = res.Corrupt.Error()
+	}
+
+	if err := e.cq.TruncateDirtyAll(res.End); err != nil {
+		return nil, fmt.Errorf("truncate consumequeues: %w", err)
+	}
+	if e.index != nil {
+		dropped, rebuildFrom, err := e.index.DropPast(res.End)
+		if err != nil {
+			return nil, err
+		}
+		rep.IndexDropped = append(rep.IndexDropped, dropped...)
+		if rebuildFrom >= 0 && rebuildFrom < res.Start {
+			// Rebuild the dropped files' entries below the new end; the ConsumeQueues skip
+			// what they already hold.
+			if _, err := e.log.Each(max(rebuildFrom, e.log.MinOffset()), res.Start, commitlog.Check{}, builder.Apply); err != nil {
+				return nil, fmt.Errorf("rebuild index: %w", err)
+			}
+		}
+	}
+	builder.Forget()
+	if err := e.cq.CorrectMinOffsetAll(e.log.MinOffset()); err != nil {
+		return nil, err
+	}
+
+	// Make the recovered state durable before taking traffic, so that a crash right after
+	// start does not redo the work.
+	if err := e.log.Flush(res.End); err != nil {
+		return nil, err
+	}
+	e.dispatchedTS, e.indexFilled = builder.LastStoreTimestamp, builder.IndexFilled
+	next := make(map[appender.QueueKey]int64)
+	for topic, queues := range e.cq.MaxOffsets() {
+		for id, max := range queues {
+			next[appender.QueueKey{Topic: topic, QueueID: id}] = max
+		}
+	}
+	rep.Took = time.Since(start)
+	return next, nil
+}
+
+// unitMatchesRecord says whether unit n of cq names a record of that queue at that offset.
+func (e *Engine) unitMatchesRecord(cq *consumequeue.ConsumeQueue, n int64, u consumequeue.Unit) bool {
+	v, release, err := e.log.Read(u.Phys)
+	if err != nil {
+		return false
+	}
+	defer release()
+	return v.TotalSize() == int(u.Size) && v.QueueOffset() == n && v.QueueID() == cq.QueueID() &&
+		string(v.Topic()) == cq.Topic()
+}
+
+// loadCheckpoint reads the checkpoint; a missing one is a fresh store, a damaged one is logged
+// and recovery falls back to scanning from the ConsumeQueues' view.
+func (e *Engine) loadCheckpoint(path string) checkpoint.Checkpoint {
+	cp, err := checkpoint.Load(e.opts.FS, path)
+	switch {
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		e.opts.Logger.Warn().Err(err).Msg("checkpoint unreadable; recovering without it")
+		cp = checkpoint.Checkpoint{}
+	}
+	return cp
+}

@@ -1,0 +1,119 @@
+package flushers
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rocketstore/engine/internal/store/checkpoint"
+	"github.com/rocketstore/engine/stages"
+)
+
+// ConsumeQueues is what the checkpointer needs of the ConsumeQueue store.
+type ConsumeQueues interface {
+	// FlushAll syncs every queue with at least leastPages dirty pages (0: every dirty queue).
+	FlushAll(leastPages int) error
+}
+
+// Index is what the checkpointer needs of the IndexFile service.
+type Index interface {
+	Flush() error
+}
+
+// DispatchInfo tells the checkpointer the store timestamps RocketMQ's checkpoint holds.
+type DispatchInfo interface {
+	LastStoreTimestamp() int64
+	IndexFilled() int64
+}
+
+// Checkpointer flushes the files derived from the CommitLog and writes the checkpoint. Like
+// RocketMQ's FlushConsumeQueueService, it flushes ConsumeQueues with at least LeastPages dirty
+// pages every Interval and everything every ThoroughInterval; only after a thorough flush does it
+// move the checkpoint's dispatched offset, so that recovery re-dispatches from a point below
+// which every unit and index entry is on disk. The checkpoint also carries the durable offset,
+// below which recovery treats damage as corruption rather than a torn tail.
+type Checkpointer struct {
+	ConsumeQueues ConsumeQueues
+	Index         Index // nil when indexing is off
+	Info          DispatchInfo
+	Durable       *stages.Watermark
+	Dispatched    *stages.Watermark
+	// Save writes the checkpoint (atomically).
+	Save func(checkpoint.Checkpoint) error
+
+	// RocketMQ defaults: 1 s, 2 pages, 60 s.
+	Interval         time.Duration
+	LeastPages       int
+	ThoroughInterval time.Duration
+	Logger           zerolog.Logger
+
+	// Saved, when set, is told every checkpoint written.
+	Saved func(checkpoint.Checkpoint)
+}
+
+// Run flushes until Dispatched is closed, then does a last thorough flush and checkpoint and
+// returns nil. A flush error stops it (and so the engine): derived files that cannot be synced
+// must be rebuilt by recovery.
+func (c *Checkpointer) Run(ctx context.Context) error {
+	tick := time.NewTicker(cmp.Or(c.Interval, time.Second))
+	defer tick.Stop()
+	thorough := cmp.Or(c.ThoroughInterval, time.Minute)
+	least := cmp.Or(c.LeastPages, 2)
+	done := c.Dispatched.WaitChan(math.MaxInt64)
+	last := time.Now()
+	for {
+		select {
+		case <-tick.C:
+			if time.Since(last) >= thorough {
+				last = time.Now()
+				if err := c.Thorough(); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := c.ConsumeQueues.FlushAll(least); err != nil {
+				return err
+			}
+		case <-done:
+			if err := c.Dispatched.Err(); !errors.Is(err, stages.ErrClosed) {
+				return err // dispatch failed: leave the last good checkpoint for recovery
+			}
+			return c.Thorough()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Thorough flushes every derived file and writes the checkpoint.
+func (c *Checkpointer) Thorough() error {
+	// Read the marks before flushing: what is flushed covers at least them.
+	dispatched, ts, indexTS := c.Dispatched.Load(), c.Info.LastStoreTimestamp(), c.Info.IndexFilled()
+	durable := c.Durable.Load()
+	if err := c.ConsumeQueues.FlushAll(0); err != nil {
+		return err
+	}
+	if c.Index != nil {
+		if err := c.Index.Flush(); err != nil {
+			return err
+		}
+		indexTS = max(indexTS, ts)
+	}
+	cp := checkpoint.Checkpoint{
+		PhysicMsgTimestamp: ts,
+		LogicsMsgTimestamp: ts,
+		IndexMsgTimestamp:  indexTS,
+		Ext:                checkpoint.Ext{Valid: true, DurableOffset: durable, DispatchedOffset: dispatched},
+	}
+	if err := c.Save(cp); err != nil {
+		return err
+	}
+	if c.Saved != nil {
+		c.Saved(cp)
+	}
+	return nil
+}
