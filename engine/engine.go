@@ -48,6 +48,7 @@ type Engine struct {
 	written, durable, dispatched *stages.Watermark
 
 	in         chan *stages.Batch
+	acks       chan *stages.Batch
 	group      *stages.Group
 	appender   *appender.Appender
 	flusher    *flushers.CommitLog
@@ -138,6 +139,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	o := e.opts
 	e.in = make(chan *stages.Batch, o.AppendInbox)
 	acks := make(chan *stages.Batch, o.AckQueue)
+	e.acks = acks
 	kick := make(chan struct{}, 1)
 	e.group, _ = stages.NewGroup(context.Background())
 

@@ -58,6 +58,7 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 	default:
 		from = e.log.MinOffset() // no offsets to trust: scan the whole log
 	}
+	from = max(from, 0)
 	if !clean {
 		// Units written after the last flush may be torn into something that looks valid:
 		// keep each queue only up to its last unit below from that matches its record.
@@ -80,6 +81,8 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 	res, err := e.log.Recover(commitlog.RecoverOptions{
 		From:     from,
 		Sealed:   sealed,
+		// A clean shutdown writes its last checkpoint with everything synced and dispatched.
+		CleanEnd: clean && cp.Ext.Valid && cp.Ext.DispatchedOffset == cp.Ext.DurableOffset,
 		Check:    commitlog.Check{},
 		OnRecord: builder.Apply,
 		OnSegment: func(name string, off int64) {

@@ -74,8 +74,8 @@ type Config struct {
 	// MaxBatch bounds the records of one batch sent to Out; default 256. Memory bound: a full Out
 	// holds at most cap(Out) × MaxBatch records.
 	MaxBatch int
-	// Out carries batches to the appender. Made (bounded) by the engine; ingress is its only
-	// sender and closes it when Run returns.
+	// Out carries batches to the appender. Made (bounded) and closed by the engine, which
+	// closes it after Run has returned (other producers may share it).
 	Out chan<- *stages.Batch
 
 	// PendingMsgs and PendingBytes are the nats.go pending limits of each subscription

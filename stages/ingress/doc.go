@@ -98,16 +98,16 @@
 // removed at the server, and the messages already delivered to the client still go through the
 // callback); the end of a subscription's callbacks is known from its closed handler, which nats.go
 // calls on the callback goroutine after the last callback returned, so waiting for it is
-// deterministic. Then the workers finish what they hold, send it, and exit; then ingress closes
-// Out (it is Out's only sender), so the appender drains and stops. A drain that takes longer than
-// Config.DrainTimeout falls back to Unsubscribe (what nats.go still buffers is dropped, counted and
-// logged).
+// deterministic. Then the workers finish what they hold, send it, and exit, and Run returns:
+// the engine, which owns Out, then closes it, so the appender drains and stops. A drain that
+// takes longer than Config.DrainTimeout falls back to Unsubscribe (what nats.go still buffers is
+// dropped, counted and logged).
 //
 // Cancelling Run's context is the abort. The workers exit at once; the subscriptions are drained
 // the same way, but the callbacks no longer wait for the workers: every message nats.go still
 // buffers, and every message a worker held, is answered at once with 503 (ErrStopped) and counted
 // in Stats.Aborted, so that publishers learn it now rather than by a timeout. Batches already on
-// Out are the appender's. Out is closed in both cases.
+// Out are the appender's. Ingress never closes Out.
 //
 // The connection is the engine's: ingress never closes it, and it must stay open until the ack
 // stage has called every Done, because Done publishes the replies on it.

@@ -191,7 +191,11 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	h.app = newFakeAppender(t, h.out, !o.gated)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	go func() { h.runErr <- in.Run(ctx) }()
+	go func() {
+		err := in.Run(ctx)
+		close(h.out) // the owner of Out closes it once its producer has returned
+		h.runErr <- err
+	}()
 	t.Cleanup(func() {
 		// A test that did not stop ingress: abort, and still insist that nothing leaks.
 		cancel()

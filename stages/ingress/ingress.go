@@ -101,18 +101,17 @@ func New(cfg Config) (*Ingress, error) {
 func (in *Ingress) Ready() <-chan struct{} { return in.ready }
 
 // Stop starts the graceful stop (see the package doc); Run returns nil once every message
-// received has been sent to Out (or answered) and Out is closed. Stop does not wait; it may be
+// received has been sent to Out (or answered). Stop does not wait; it may be
 // called any number of times, from any goroutine, before or during Run.
 func (in *Ingress) Stop() { in.stopOnce.Do(func() { close(in.stop) }) }
 
 // Run subscribes, runs the workers and returns after a graceful stop (nil) or when ctx ends
-// (ctx's error: the abort). Either way every goroutine it started has exited and Out is closed.
-// It may be called once.
+// (ctx's error: the abort). Either way every goroutine it started has exited, so nothing more is
+// sent on Out: its owner (the engine) may close it then. It may be called once.
 func (in *Ingress) Run(ctx context.Context) error {
 	if !in.started.CompareAndSwap(false, true) {
 		return errors.New("ingress: Run called twice")
 	}
-	defer close(in.cfg.Out) // deferred first, so it runs last: after every worker has exited
 	defer in.drops.stopTimer()
 	defer func() {
 		close(in.quit)

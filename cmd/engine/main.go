@@ -1,0 +1,49 @@
+// Command engine stores what flows through NATS subjects in Apache RocketMQ's store format.
+//
+//	engine run        run the engine (the default command): an embedded nats-server on
+//	                  127.0.0.1:4222 and a store under ./store, unless told otherwise
+//	engine version    print the version
+//
+// Exit codes: 0 success, 1 runtime error, 2 usage error.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/alecthomas/kong"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// cli is the command line. kong (chosen over stdlib flag for subcommands with their own flags,
+// environment variables and generated help) parses it.
+type cli struct {
+	LogLevel  string `help:"Log level: ${enum}." enum:"trace,debug,info,warn,error" default:"info" env:"ENGINE_LOG_LEVEL"`
+	LogFormat string `help:"Log format: json, console, or auto (console on a terminal, JSON otherwise)." enum:"auto,json,console" default:"auto" env:"ENGINE_LOG_FORMAT"`
+
+	Run     runCmd     `cmd:"" default:"withargs" help:"Run the engine: store NATS subjects durably (the default command)."`
+	Version versionCmd `cmd:"" help:"Print the version."`
+}
+
+type versionCmd struct{}
+
+func (versionCmd) Run() error {
+	fmt.Println("engine", version)
+	return nil
+}
+
+func main() {
+	var c cli
+	ctx := kong.Parse(&c,
+		kong.Name("engine"),
+		kong.Description("A storage engine for NATS: subjects kept on disk in Apache RocketMQ's store format."),
+		kong.UsageOnError(),
+	)
+	log := newLogger(c.LogLevel, c.LogFormat)
+	if err := ctx.Run(log); err != nil {
+		log.Error().Err(err).Msg("engine failed")
+		os.Exit(1)
+	}
+}

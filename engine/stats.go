@@ -1,0 +1,57 @@
+package engine
+
+import "github.com/rocketstore/engine/stages/ingress"
+
+// Stats is a snapshot of the pipeline's counters and queues.
+type Stats struct {
+	Offsets
+	// DispatchLag is Written - Dispatched: bytes appended but not yet in the ConsumeQueues and
+	// IndexFiles. FlushLag is Written - Durable.
+	DispatchLag, FlushLag int64
+	// Queue depths (batches) and their bounds: the writer's inbox and the ack queue.
+	AppendInbox, AppendInboxCap int
+	AckQueue, AckQueueCap       int
+	// What the writer stored: records, bytes, batches, duplicates answered from the dedupe
+	// window (not stored again), records refused (disk full), and the ids in the window.
+	Records, Bytes, Batches, Duplicates, AppendErrors int64
+	DedupeSize                                        int
+	// Syncs of the CommitLog so far, and syncs per stored record.
+	Syncs          int64
+	SyncsPerRecord float64
+	// Ingress is set for a served engine: messages received, excluded, rejected, dropped by the
+	// NATS client (slow consumer), acks and error replies sent, worker queue depths.
+	Ingress *ingress.Stats
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats {
+	a := e.appender.Stats()
+	st := Stats{
+		Offsets:        e.Offsets(),
+		AppendInbox:    len(e.in),
+		AppendInboxCap: cap(e.in),
+		AckQueue:       len(e.acks),
+		AckQueueCap:    cap(e.acks),
+		Records:        a.Records,
+		Bytes:          a.Bytes,
+		Batches:        a.Batches,
+		Duplicates:     a.Duplicates,
+		AppendErrors:   a.Errors,
+		DedupeSize:     a.DedupeSize,
+		Syncs:          e.flusher.Syncs(),
+	}
+	st.DispatchLag = st.Written - st.Dispatched
+	st.FlushLag = st.Written - st.Durable
+	if st.Records > 0 {
+		st.SyncsPerRecord = float64(st.Syncs) / float64(st.Records)
+	}
+	return st
+}
+
+// Stats returns the engine's counters with the ingress stage's.
+func (s *Server) Stats() Stats {
+	st := s.Engine.Stats()
+	in := s.ing.Stats()
+	st.Ingress = &in
+	return st
+}
