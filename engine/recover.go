@@ -79,8 +79,8 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 	builder := e.builder
 	log := e.opts.Logger
 	res, err := e.log.Recover(commitlog.RecoverOptions{
-		From:     from,
-		Sealed:   sealed,
+		From:   from,
+		Sealed: sealed,
 		// A clean shutdown writes its last checkpoint with everything synced and dispatched.
 		CleanEnd: clean && cp.Ext.Valid && cp.Ext.DispatchedOffset == cp.Ext.DurableOffset,
 		Check:    commitlog.Check{},
