@@ -420,3 +420,40 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+// TestDropPast drops the files holding entries at or past a recovered CommitLog end, including an
+// empty file rolled after them (it inherits their end offset), and says where to rebuild from.
+func TestDropPast(t *testing.T) {
+	s := openService(t, Options{Geometry: tiny})
+	for i := range int64(9) {
+		build(t, s, Request{Topic: "T", UniqKey: fmt.Sprint("u", i), PhyOffset: 100 * i, StoreTimestamp: t0 + 1000*i})
+	}
+	files := s.Files()
+	if len(files) < 3 {
+		t.Fatalf("%d files; the test needs at least 3", len(files))
+	}
+	second := files[1].Header()
+	dropped, from, err := s.DropPast(second.BeginPhyOffset + 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dropped) != len(files)-1 || from != second.BeginPhyOffset {
+		t.Fatalf("dropped %v, rebuild from %d; want %d files and %d", dropped, from, len(files)-1, second.BeginPhyOffset)
+	}
+	if got := query(t, s, "u8", 64, 0, 1<<62); len(got) != 0 {
+		t.Fatalf("entry past the end still found: %v", got)
+	}
+	// Nothing past the end: nothing dropped.
+	if dropped, from, err := s.DropPast(1 << 40); err != nil || len(dropped) != 0 || from != -1 {
+		t.Fatalf("DropPast past everything: %v %d %v", dropped, from, err)
+	}
+	// Re-dispatch rebuilds what the dropped files held below the end.
+	for i := range int64(9) {
+		build(t, s, Request{Topic: "T", UniqKey: fmt.Sprint("u", i), PhyOffset: 100 * i, StoreTimestamp: t0 + 1000*i})
+	}
+	for i := range int64(9) {
+		if got := query(t, s, fmt.Sprint("u", i), 64, 0, 1<<62); len(got) == 0 || got[0] != 100*i {
+			t.Errorf("u%d after rebuild: %v", i, got)
+		}
+	}
+}
