@@ -9,9 +9,11 @@ package appender
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"time"
 
+	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -41,9 +43,10 @@ type Config struct {
 	Out chan<- *stages.Batch
 	// Written is owned by the appender: the offset just past the last record in place.
 	Written *stages.Watermark
-	// Dispatched is followed for back-pressure: the appender does not run more than MaxLag bytes
-	// ahead of dispatch, which bounds the recovery work and the page cache that dispatch must
-	// still read.
+	// Dispatched is followed for back-pressure: before each round the appender waits until it
+	// is less than MaxLag bytes ahead of dispatch (so the lag is bounded by MaxLag plus one round
+	// of at most MaxBatch batches), which bounds the recovery work and the page cache that
+	// dispatch must still read.
 	Dispatched *stages.Watermark
 	MaxLag     int64
 	// MaxBatch is how many batches the writer takes at once before advancing Written.
@@ -179,14 +182,22 @@ func (a *Appender) appendBatch(b *stages.Batch, now time.Time) {
 			}
 		}
 		qk := QueueKey{r.Topic, r.QueueID}
-		qo := a.offsets[qk]
+		// As RocketMQ's doAppend: PREPARED and ROLLBACK records never get a ConsumeQueue unit,
+		// so they are stamped with queue offset 0 and take none from their queue.
+		var qo int64
+		queued := takesQueueOffset(r.Bytes)
+		if queued {
+			qo = a.offsets[qk]
+		}
 		phys, err := a.cfg.Log.Append(r.Bytes, qo, ts, r.PropCRC)
 		if err != nil {
 			r.Err = err
 			a.stats.errors.Add(1)
 			continue
 		}
-		a.offsets[qk] = qo + 1
+		if queued {
+			a.offsets[qk] = qo + 1
+		}
 		r.QueueOffset, r.PhysOffset, r.Size, r.StoreTimestamp = qo, phys, int32(len(r.Bytes)), ts
 		b.End = max(b.End, r.End())
 		if a.dedupe != nil && r.MsgID != "" {
@@ -195,4 +206,14 @@ func (a *Appender) appendBatch(b *stages.Batch, now time.Time) {
 		a.stats.records.Add(1)
 		a.stats.bytes.Add(int64(r.Size))
 	}
+}
+
+// takesQueueOffset says whether the encoded record rec is of a transaction type that the
+// ConsumeQueue holds (normal or committed), reading SYSFLAG from its fixed position.
+func takesQueueOffset(rec []byte) bool {
+	if len(rec) < commitlog.PosSysFlag+4 {
+		return true
+	}
+	tx := int32(binary.BigEndian.Uint32(rec[commitlog.PosSysFlag:])) & commitlog.TxMask
+	return tx == commitlog.TxNotType || tx == commitlog.TxCommit
 }

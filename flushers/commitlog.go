@@ -86,6 +86,7 @@ func (f *CommitLog) Run(ctx context.Context) (err error) {
 func (f *CommitLog) runAsync(ctx context.Context) error {
 	interval := cmp.Or(f.Interval, 500*time.Millisecond)
 	thorough := cmp.Or(f.ThoroughInterval, 10*time.Second)
+	leastPages := cmp.Or(f.LeastPages, 4) // < 0: flush whatever is dirty every Interval
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	// The writer's end: WaitChan of an offset never reached closes only when Written is failed.
@@ -103,7 +104,7 @@ func (f *CommitLog) runAsync(ctx context.Context) error {
 			return ctx.Err()
 		}
 		target := f.Written.Load()
-		least := f.LeastPages
+		least := leastPages
 		if now := time.Now(); now.Sub(lastThorough) >= thorough {
 			least, lastThorough = 0, now
 		}

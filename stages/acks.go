@@ -37,7 +37,8 @@ func (a *Acks) Run(ctx context.Context) error {
 					if !ok {
 						return nil
 					}
-					failAbove(b, -1, cause)
+					// Records the level already covers reached it: they keep their success.
+					failAbove(b, a.Level.Load(), cause)
 					b.Done(b)
 				default:
 					return nil

@@ -92,11 +92,29 @@ func (w *Watermark) Wait(ctx context.Context, off int64) error {
 	if w.cur.Load() >= off {
 		return nil
 	}
+	ch := w.WaitChan(off)
 	select {
-	case <-w.WaitChan(off):
+	case <-ch:
 		return w.reached(off)
 	case <-ctx.Done():
+		w.forget(ch)
 		return ctx.Err()
+	}
+}
+
+// forget drops a waiter that stopped waiting, so that waits that time out (long polls at the
+// head of an idle queue) do not pile up until the mark moves.
+func (w *Watermark) forget(ch <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, wt := range w.waiters {
+		if wt.ch == ch {
+			last := len(w.waiters) - 1
+			w.waiters[i] = w.waiters[last]
+			w.waiters[last] = waiter{}
+			w.waiters = w.waiters[:last]
+			return
+		}
 	}
 }
 
