@@ -79,8 +79,23 @@ func Serve(opts Options, nopts NATSOptions) (_ *Server, err error) {
 		nats.Name(cmpOr(nopts.Name, "rocketstore")),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(false),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if c.IsClosed() {
+				return // our own Close at shutdown, not a lost connection
+			}
 			log.Warn().Err(err).Msg("disconnected from nats")
+		}),
+		// Without a handler nats.go writes async errors as raw lines to stderr. Slow-consumer
+		// drops are counted and logged, rate-limited, by ingress; log the rest here.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				return
+			}
+			ev := log.Warn().Err(err)
+			if sub != nil {
+				ev = ev.Str("subject", sub.Subject)
+			}
+			ev.Msg("nats error")
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("reconnected to nats")
@@ -98,7 +113,7 @@ func Serve(opts Options, nopts NATSOptions) (_ *Server, err error) {
 		KeysHeader: nopts.KeysHeader, TagsHeader: nopts.TagsHeader, Workers: nopts.Workers,
 		Encode:    &commitlog.EncodeOptions{PropCRC: !opts.NoPropCRC, MaxBodySize: opts.MaxBodySize},
 		StoreHost: opts.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
-		NoReply: nopts.NoReply, Logger: log.With().Str("stage", "ingress").Logger(), Clock: opts.Now,
+		NoReply: nopts.NoReply, Logger: log, Clock: opts.Now, // ingress adds its stage field
 	})
 	if err != nil {
 		return nil, err

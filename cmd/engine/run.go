@@ -46,13 +46,14 @@ func (r *runCmd) Run(log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Signals are caught before anything starts, so that one arriving during start-up still
+	// gets the graceful stop. NoSigs on the embedded server: the engine alone decides the order.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	srv, err := engine.Serve(opts, nopts)
 	if err != nil {
 		return err
 	}
-	// NoSigs on the embedded server: the engine alone decides the shutdown order.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case s := <-sigs:
 		log.Info().Str("signal", s.String()).Msg("stopping: draining every stage (a second signal exits at once)")

@@ -52,6 +52,18 @@ func (in *Ingress) subscribe(ctx context.Context) error {
 			s.busy.Store(1)
 			in.onMsg(m)
 			s.busy.Store(0)
+			select {
+			case <-in.stop:
+				// Draining: nats.go may still drop messages that arrive before the server has
+				// the UNSUB, and a closed subscription no longer tells its drop count. A drop
+				// happens while messages are pending, whose callbacks run after it, so reading
+				// the count here catches it (all but a drop with nothing pending: a message
+				// over PendingBytes on its own, arriving after the last callback).
+				s.readDropped()
+			case <-in.abort:
+				s.readDropped()
+			default:
+			}
 		}
 		var err error
 		if in.cfg.QueueGroup != "" {
