@@ -164,7 +164,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		DedupeWindow: o.DedupeWindow, DedupeMax: dedupeMax, Kick: kick, Now: o.Now,
 	})
 	alloc := &appender.Allocator{Prepare: e.log.PrepareNext, Kick: kick, Log: o.Logger.With().Str("stage", "allocate").Logger()}
-	ack := &stages.Acks{In: acks, Level: level}
+	ack := &stages.Acks{In: acks, Level: level, Durable: e.durable}
 
 	e.group.Go("checkpoint", ckp.Run)
 	e.group.Go("dispatch", e.dispatcher.Run)

@@ -36,6 +36,9 @@ type NATSOptions struct {
 	NoReply                   bool
 	// Name is the connection name the server shows (rocketstore).
 	Name string
+	// JetStream, when set, pulls from an existing JetStream stream through a durable consumer
+	// instead of subscribing to Subjects, and acks each message once it is durable here.
+	JetStream *ingress.JetStreamSource
 }
 
 // payloadHeadroom is what the embedded server accepts above the body limit, so that a body just
@@ -114,6 +117,7 @@ func Serve(opts Options, nopts NATSOptions) (_ *Server, err error) {
 		Encode:    &commitlog.EncodeOptions{PropCRC: !opts.NoPropCRC, MaxBodySize: opts.MaxBodySize},
 		StoreHost: opts.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
 		NoReply: nopts.NoReply, Logger: log, Clock: opts.Now, // ingress adds its stage field
+		JetStream: nopts.JetStream,
 	})
 	if err != nil {
 		return nil, err

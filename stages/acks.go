@@ -13,6 +13,8 @@ import (
 type Acks struct {
 	In    <-chan *Batch
 	Level *Watermark
+	// Durable is the level of batches marked Durable (the flusher's watermark).
+	Durable *Watermark
 }
 
 // Run answers batches until In is closed (a clean stop) or ctx ends; then it answers what is
@@ -25,8 +27,9 @@ func (a *Acks) Run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			if err := a.Level.Wait(ctx, b.End); err != nil {
-				failAbove(b, a.Level.Load(), err)
+			level := a.levelOf(b)
+			if err := level.Wait(ctx, b.End); err != nil {
+				failAbove(b, level.Load(), err)
 			}
 			b.Done(b)
 		case <-ctx.Done():
@@ -38,7 +41,7 @@ func (a *Acks) Run(ctx context.Context) error {
 						return nil
 					}
 					// Records the level already covers reached it: they keep their success.
-					failAbove(b, a.Level.Load(), cause)
+					failAbove(b, a.levelOf(b).Load(), cause)
 					b.Done(b)
 				default:
 					return nil
@@ -46,6 +49,14 @@ func (a *Acks) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// levelOf is the watermark b waits for.
+func (a *Acks) levelOf(b *Batch) *Watermark {
+	if b.Durable && a.Durable != nil {
+		return a.Durable
+	}
+	return a.Level
 }
 
 // failAbove marks with err every record of b that has no error yet and does not end at or

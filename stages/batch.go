@@ -40,4 +40,7 @@ type Batch struct {
 	// past the originals of its duplicates. Set by the appender.
 	End  int64
 	Done func(*Batch)
+	// Durable makes the acks wait until the batch is durable whatever the flush mode (a
+	// JetStream source acks its stream only then).
+	Durable bool
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/stages/ingress"
 )
 
 // runCmd is `engine run`: zero configuration runs an embedded nats-server on 127.0.0.1:4222
@@ -36,6 +37,10 @@ type runCmd struct {
 	IndexEntries  int      `help:"IndexFile entries per file." default:"20000000"`
 	NoIndex       bool     `help:"Do not build the IndexFile (no lookup by key)."`
 	NoPropCRC     bool     `name:"no-prop-crc" help:"Do not write the whole-record __CRC32# property (then only the body is checksummed)."`
+
+	JSStream   string `name:"js-stream" help:"Pull from this existing JetStream stream instead of subscribing to --subjects: a lossless bridge (each message is acked to the stream once durable here)."`
+	JSConsumer string `name:"js-consumer" help:"Durable pull consumer on --js-stream (created if missing)." default:"rocketstore"`
+	JSFilter   string `name:"js-filter" help:"Filter subject for a new --js-consumer."`
 
 	DedupeWindow time.Duration `help:"How long a Nats-Msg-Id is remembered to drop duplicates." default:"2m"`
 	StoreHost    string        `help:"Address written into records and message ids (RocketMQ's store host)." default:"127.0.0.1:10911"`
@@ -99,6 +104,9 @@ func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions
 	nopts := engine.NATSOptions{
 		URL: r.NATS, Listen: r.Listen, Subjects: r.Subjects, QueueGroup: r.QueueGroup,
 		TopicTokens: r.TopicTokens, QueuesPerTopic: r.Queues, KeysHeader: r.KeysHeader, TagsHeader: r.TagsHeader,
+	}
+	if r.JSStream != "" {
+		nopts.JetStream = &ingress.JetStreamSource{Stream: r.JSStream, Consumer: r.JSConsumer, FilterSubject: r.JSFilter}
 	}
 	return opts, nopts, nil
 }

@@ -21,6 +21,15 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 	buf := *bufp
 	for i := range b.Records {
 		r := &b.Records[i]
+		if m := jsMsg(r.Ctx); m != nil {
+			if r.Err == nil {
+				in.counters.acks.Add(1)
+			} else {
+				in.counters.failed[codeIndex(ReplyCode(r.Err))].Add(1)
+			}
+			in.settleJetStream(m, r.Err)
+			continue
+		}
 		if r.Err != nil {
 			code := ReplyCode(r.Err)
 			in.counters.failed[codeIndex(code)].Add(1)
@@ -64,6 +73,10 @@ func (in *Ingress) reject(m *nats.Msg, err error) {
 		in.log.Warn().Err(err).Int("code", code).Str("subject", m.Subject).Int64("more", held).
 			Msg("ingress: message rejected")
 	}
+	if in.js != nil {
+		in.settleJetStream(m, err)
+		return
+	}
 	in.replyError(m.Reply, code, err.Error())
 }
 
@@ -74,7 +87,9 @@ const maxDescription = 1024
 
 // replyError publishes an error reply, if there is a reply subject and replies are on.
 func (in *Ingress) replyError(reply string, code int, description string) {
-	if reply == "" || in.cfg.NoReply {
+	// From a JetStream source the reply subject is the stream's ack subject: a message left
+	// unanswered there is delivered again, which is what a message we did not store needs.
+	if reply == "" || in.cfg.NoReply || in.js != nil {
 		return
 	}
 	if len(description) > maxDescription {

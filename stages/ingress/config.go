@@ -97,6 +97,9 @@ type Config struct {
 	LogInterval time.Duration
 	// Clock stamps the born timestamps and the generated UNIQ_KEYs; default time.Now.
 	Clock func() time.Time
+	// JetStream, when set, pulls from a JetStream stream instead of subscribing to Subjects:
+	// a lossless bridge (see JetStreamSource).
+	JetStream *JetStreamSource
 }
 
 // withDefaults checks c and fills in the defaults.
@@ -106,6 +109,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Out == nil {
 		return c, errors.New("ingress: Config.Out is nil")
+	}
+	if c.JetStream != nil {
+		js, err := c.JetStream.withDefaults()
+		if err != nil {
+			return c, err
+		}
+		c.JetStream = js
 	}
 	if c.TopicTokens < 0 {
 		return c, fmt.Errorf("ingress: Config.TopicTokens is %d, must be 0 or more", c.TopicTokens)

@@ -58,6 +58,7 @@ type Ingress struct {
 	subsMu   sync.Mutex
 	subs     []*subscription // guarded by subsMu; appended by Run only, never shrunk
 	drops    dropReporter    // owned by Run's goroutine
+	js       *jetStream      // the JetStream source, when Config.JetStream is set
 }
 
 // New checks cfg and builds an Ingress; Run starts it.
@@ -197,6 +198,9 @@ func (in *Ingress) onMsg(m *nats.Msg) {
 	in.counters.received.Add(1)
 	if in.cfg.excluded(m.Subject) {
 		in.counters.excluded.Add(1)
+		if in.js != nil {
+			in.settleJetStream(m, nil) // not ours to store: done with it
+		}
 		return
 	}
 	rt := in.router.route(m.Subject)

@@ -45,6 +45,9 @@ func (in *Ingress) subscriptions() []*subscription {
 
 // subscribe makes the subscriptions and waits until the server has them.
 func (in *Ingress) subscribe(ctx context.Context) error {
+	if in.cfg.JetStream != nil {
+		return in.startJetStream(ctx)
+	}
 	nc := in.cfg.Conn
 	for _, subject := range in.cfg.Subjects {
 		s := &subscription{done: make(chan struct{})}
@@ -131,6 +134,10 @@ func (in *Ingress) watchSlow(sub *nats.Subscription) {
 // drain, the drain turns into that. Past DrainTimeout (abortDrainTimeout once aborted) the
 // subscriptions are unsubscribed instead.
 func (in *Ingress) endSubscriptions(ctx context.Context, cancel context.CancelFunc) {
+	if in.js != nil {
+		in.stopJetStream()
+		return
+	}
 	subs := in.subscriptions()
 	for _, s := range subs {
 		s.readDropped() // Dropped cannot be read once the subscription is closed

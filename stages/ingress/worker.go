@@ -92,7 +92,8 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	b := &stages.Batch{Records: recs, Done: w.in.done}
+	// A JetStream message is acked to its stream only once durable here, whatever the flush mode.
+	b := &stages.Batch{Records: recs, Done: w.in.done, Durable: w.in.js != nil}
 	select {
 	case w.in.cfg.Out <- b:
 		w.in.counters.encoded.Add(int64(len(recs)))
@@ -142,12 +143,20 @@ func (w *worker) encode(j *job, born int64) (stages.Record, error) {
 	if len(rec) <= cap(free) {
 		w.arena = w.arena[:len(w.arena)+len(rec)]
 	}
-	return stages.Record{
+	r := stages.Record{
 		Bytes:   rec[:len(rec):len(rec)], // capped: an append must never run into the next record
 		Topic:   rt.topic,
 		QueueID: j.queue,
 		PropCRC: cfg.Encode.PropCRC,
 		MsgID:   msgID,
 		Reply:   j.msg.Reply,
-	}, nil
+	}
+	if w.in.js != nil {
+		// The reply subject is JetStream's ack subject: the message itself is settled instead.
+		r.Reply, r.Ctx = "", j.msg
+		if r.MsgID == "" {
+			r.MsgID = jsDedupeKey(j.msg)
+		}
+	}
+	return r, nil
 }
