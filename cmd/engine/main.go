@@ -25,6 +25,7 @@ type cli struct {
 
 	Run     runCmd     `cmd:"" default:"withargs" help:"Run the engine: store NATS subjects durably (the default command)."`
 	Version versionCmd `cmd:"" help:"Print the version."`
+	Bench   benchCmd   `cmd:"" help:"Measure ingest throughput against the ceilings in the same run (see benchmarks/README.md)."`
 }
 
 type versionCmd struct{}

@@ -1,0 +1,40 @@
+// Package benchmarks is the ingest benchmark harness behind `engine bench`: it measures the
+// engine and its ceilings under the same publisher load, in the same invocation, and states the
+// engine's figures as ratios to the ceilings'. See README.md for how to run it and read it.
+//
+// # Processes
+//
+// The harness (the parent, a Runner) runs the runs one after another. Each run has two child
+// processes, both the same binary re-executed (`engine bench --child=target|publish`):
+//
+//	parent (Runner) --stdin/stdout JSON lines--> target child: Scenario.New -> Target
+//	                --stdin/stdout JSON lines--> publisher child: Publish
+//
+// so that the target's CPU time and peak RSS are its own, the publishers' are theirs, and
+// neither includes the harness or an earlier run. Everything is on the loopback interface.
+//
+// # One run
+//
+//  1. The parent makes a scratch directory and starts the target child, which starts its
+//     target (an embedded nats-server and a subscriber, or engine.Serve on a fresh store in
+//     the directory) and reports its URL.
+//  2. The parent starts the publisher child with the URL and the Load. It connects P
+//     publishers, starts the clock, publishes (fire-and-forget, or request/reply with a window
+//     of W per publisher, optionally rate-limited), and reports a Tally of what it sent, its
+//     replies and their latency histogram.
+//  3. The parent tells the target how many messages were sent; the target waits until it holds
+//     them all (event-driven, with a stall timeout), stops cleanly (the engine drains and
+//     closes its store) and reports its counters and its CPU time over the measurement.
+//  4. The parent runs the scenario's Verify: the ceilings' tallies must equal the publishers';
+//     an engine's store is read back read-only (every CommitLog record with its CRCs, every
+//     ConsumeQueue unit against its record) and must hold exactly the bodies sent. Any
+//     difference, drop, error reply, missing reply or failed process makes the Result invalid.
+//
+// Ratios are computed last, from the valid runs of the same invocation (computeRatios).
+//
+// # Extending
+//
+// A new target is a Scenario (scenario.go) registered from its own file; a new load is a Load;
+// a new figure is a field of Result and a column (output.go); a new sweep is a preset that
+// builds Runs. The runner, the child protocol and the writers do not change.
+package benchmarks

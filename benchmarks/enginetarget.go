@@ -1,0 +1,159 @@
+package benchmarks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rocketstore/engine/engine"
+)
+
+func init() {
+	for _, m := range []engine.FlushMode{engine.FlushAsync, engine.FlushSync} {
+		register(&Scenario{
+			Name: "engine-" + m.String(),
+			Doc: fmt.Sprintf("engine.Serve (embedded nats-server, ingress, appender, group commit) on a temporary store, "+
+				"flush mode %s; the store is read back after it closed", m),
+			Modes:  []AckMode{FireAndForget, RequestReply},
+			Engine: true,
+			New: func(cfg TargetConfig, log zerolog.Logger) (Target, error) {
+				return &engineTarget{cfg: cfg, log: log, mode: m}, nil
+			},
+			Verify: verifyEngineStore,
+		})
+	}
+}
+
+// storeDir is where an engine target keeps its store inside the run's directory.
+func storeDir(runDir string) string { return filepath.Join(runDir, "store") }
+
+// EngineReport is what an engine target reports: its counters at the moment it held every
+// message (before the shutdown's final sync), and the syncs after the shutdown.
+type EngineReport struct {
+	Records      int64   `json:"records"`
+	Bytes        int64   `json:"bytes"`
+	Batches      int64   `json:"batches"`
+	Syncs        int64   `json:"syncs"`
+	SyncsPerMsg  float64 `json:"syncs_per_msg"`
+	Duplicates   int64   `json:"duplicates"`
+	AppendErrors int64   `json:"append_errors"`
+	// Ingress counters: messages received, dropped by nats.go (slow consumer), acks and error
+	// replies sent, replies that failed to go out.
+	Received      int64 `json:"received"`
+	Dropped       int64 `json:"dropped"`
+	AcksSent      int64 `json:"acks_sent"`
+	ErrorReplies  int64 `json:"error_replies"`
+	ReplyFailures int64 `json:"reply_failures"`
+	// FinalSyncs counts the syncs once the engine closed.
+	FinalSyncs int64 `json:"final_syncs"`
+}
+
+func engineReport(st engine.Stats) EngineReport {
+	r := EngineReport{
+		Records: st.Records, Bytes: st.Bytes, Batches: st.Batches, Syncs: st.Syncs,
+		SyncsPerMsg: st.SyncsPerRecord, Duplicates: st.Duplicates, AppendErrors: st.AppendErrors,
+	}
+	if in := st.Ingress; in != nil {
+		r.Received, r.Dropped, r.AcksSent = in.Received, in.Dropped, in.AcksSent
+		r.ErrorReplies, r.ReplyFailures = in.ErrorReplies, in.ReplyFailures
+	}
+	return r
+}
+
+// engineTarget is engine.Serve on a fresh store in the run's directory, with real files and real
+// syncs: the configuration `engine run` uses, but for the CommitLog segment size, the subjects
+// and the pending limits, which the run sets.
+type engineTarget struct {
+	cfg  TargetConfig
+	log  zerolog.Logger
+	mode engine.FlushMode
+
+	srv       *engine.Server
+	prog      *progress
+	cancel    context.CancelFunc
+	watchDone chan struct{}
+	atDone    engine.Stats
+	final     engine.Stats
+}
+
+// Start serves a fresh store in the run directory and follows what it stores.
+func (t *engineTarget) Start(context.Context) (string, error) {
+	o := t.cfg.Run.Target
+	opts := engine.Options{
+		Dir:               storeDir(t.cfg.Dir),
+		Logger:            t.log,
+		FlushMode:         t.mode,
+		CommitLogFileSize: o.CommitLogSize,
+	}
+	if o.Small {
+		opts.ConsumeQueueUnits, opts.IndexSlots, opts.IndexEntries = 1000, 1024, 4096
+	}
+	srv, err := engine.Serve(opts, engine.NATSOptions{
+		Listen:       "127.0.0.1:-1",
+		Subjects:     []string{o.subject()},
+		PendingMsgs:  o.PendingMsgs,
+		PendingBytes: o.PendingBytes,
+		Name:         "bench-engine",
+	})
+	if err != nil {
+		return "", err
+	}
+	t.srv = srv
+	t.prog = newProgress()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel, t.watchDone = cancel, make(chan struct{})
+	go t.watch(ctx)
+	return srv.ClientURL(), nil
+}
+
+// watch follows the Dispatched watermark, event-driven: every time it moves, the target holds
+// the records counted so far, once everything written is dispatched (readable through the
+// ConsumeQueues). The order of the loads (dispatched, written, records) makes the last wake-up
+// see every record: the appender counts a record before it advances Written past it.
+func (t *engineTarget) watch(ctx context.Context) {
+	defer close(t.watchDone)
+	e := t.srv.Engine
+	for {
+		off := e.Offsets()
+		if recs := e.Stats().Records; off.Dispatched >= off.Written {
+			t.prog.set(recs, time.Now())
+		}
+		if err := e.WaitDispatched(ctx, off.Dispatched+1); err != nil {
+			return // cancelled, or the pipeline stopped
+		}
+	}
+}
+
+// Await waits for n records stored and dispatched, then takes the engine's counters.
+func (t *engineTarget) Await(ctx context.Context, n int64, stall time.Duration) (time.Time, error) {
+	done, err := t.prog.await(ctx, n, stall)
+	t.atDone = t.srv.Stats()
+	if err == nil && t.atDone.Records > n {
+		err = fmt.Errorf("stored %d records, %d were sent", t.atDone.Records, n)
+	}
+	return done, err
+}
+
+// Stop shuts the engine down as `engine run` does on SIGTERM: the subscriptions drain, every
+// stage drains in order, the last sync and checkpoint are written and the store is closed.
+func (t *engineTarget) Stop() error {
+	if t.srv == nil {
+		return nil
+	}
+	err := errors.Join(t.srv.Engine.Err(), t.srv.Shutdown())
+	t.cancel()
+	<-t.watchDone
+	t.final = t.srv.Stats()
+	return err
+}
+
+// Report is the engine's counters when it held every message, with the syncs at the end.
+func (t *engineTarget) Report() TargetReport {
+	r := engineReport(t.atDone)
+	r.FinalSyncs = t.final.Syncs
+	return TargetReport{Engine: &r}
+}

@@ -1,0 +1,129 @@
+package benchmarks
+
+import (
+	"fmt"
+	"time"
+)
+
+// Result is the record of one run: one row of the CSV and of the Markdown table. Every figure
+// of a run comes from that run; ratios come from runs of the same invocation.
+type Result struct {
+	// Run is the run as it ran (Load.Rate resolved when the run took its rate from another).
+	Run Run `json:"run"`
+	// Valid is false when anything was lost, duplicated, altered or not acknowledged, or a
+	// process failed or ran out of time; Problems says what. No figure of an invalid run counts.
+	Valid    bool     `json:"valid"`
+	Problems []string `json:"problems,omitempty"`
+
+	// Sent is what the publishers sent; Found is what verification found (the store read back,
+	// or what the ceiling received); Acked counts successful replies (request/reply).
+	Sent  int64 `json:"sent"`
+	Found int64 `json:"found"`
+	Acked int64 `json:"acked"`
+	// Elapsed runs from the publishers' start to the moment the target held every message
+	// (fire-and-forget) or the last reply came (request/reply).
+	Elapsed time.Duration `json:"elapsed"`
+	// MsgsPerSec and MBPerSec (body bytes, 10^6) are Sent over Elapsed. PublishPerSec is how fast
+	// the publishers pushed (to their last flush): above MsgsPerSec, the target fell behind.
+	MsgsPerSec    float64 `json:"msgs_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+	PublishPerSec float64 `json:"publish_per_sec"`
+	// Ceiling is the run this one's rate is compared with, Ratio = MsgsPerSec / its MsgsPerSec
+	// (0 when there is none: a rate-limited run, no valid ceiling of the same load).
+	Ceiling string  `json:"ceiling,omitempty"`
+	Ratio   float64 `json:"ratio,omitempty"`
+
+	// Latency of the replies, publish to reply (request/reply).
+	Latency Latency `json:"latency"`
+	// WindowWaits counts publishes that waited for a free slot in the window.
+	WindowWaits int64 `json:"window_waits"`
+	// Engine is what an engine target reported (syncs per message, drops, ...).
+	Engine *EngineReport `json:"engine,omitempty"`
+
+	// TargetCPU and PublisherCPU are CPU seconds (user + system) of each process over the
+	// measurement; the peak RSS values are each process's high-water mark over its life.
+	TargetCPU    time.Duration `json:"target_cpu"`
+	PublisherCPU time.Duration `json:"publisher_cpu"`
+	TargetRSS    int64         `json:"target_rss"`
+	PublisherRSS int64         `json:"publisher_rss"`
+
+	// Started is when the run began; Took its whole wall time, start-up and verification included.
+	Started time.Time     `json:"started"`
+	Took    time.Duration `json:"took"`
+}
+
+// invalid marks r invalid for a reason.
+func (r *Result) invalid(format string, args ...any) {
+	r.Valid = false
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+// TargetCPUPerMsg is the target's CPU time per message sent.
+func (r *Result) TargetCPUPerMsg() time.Duration {
+	if r.Sent == 0 {
+		return 0
+	}
+	return r.TargetCPU / time.Duration(r.Sent)
+}
+
+// SyncsPerMsg is the engine's syncs per stored record at the moment it held every message
+// (-1 for targets that do not sync).
+func (r *Result) SyncsPerMsg() float64 {
+	if r.Engine == nil {
+		return -1
+	}
+	return r.Engine.SyncsPerMsg
+}
+
+// isCeiling says whether r's scenario is the reference of r's ack mode.
+func (r *Result) isCeiling() bool {
+	sc, ok := scenarios[r.Run.Scenario]
+	return ok && sc.CeilingFor != "" && sc.CeilingFor == r.Run.Load.Ack
+}
+
+// computeRatios sets Ceiling and Ratio on every valid run that is not rate-limited: the ceiling
+// is the last valid run before it in the invocation (or, failing that, the first after it)
+// whose scenario is the reference of its ack mode and whose load has the same Key.
+func computeRatios(rs []Result) {
+	for i := range rs {
+		r := &rs[i]
+		r.Ceiling, r.Ratio = "", 0
+		if !r.Valid || r.Run.Load.Rate > 0 || r.MsgsPerSec <= 0 {
+			continue
+		}
+		if c := findCeiling(rs, i); c >= 0 {
+			r.Ceiling = rs[c].Run.ID
+			r.Ratio = r.MsgsPerSec / rs[c].MsgsPerSec
+		}
+	}
+}
+
+func findCeiling(rs []Result, i int) int {
+	key := rs[i].Run.Load.Key()
+	match := func(j int) bool {
+		c := &rs[j]
+		return c.Valid && c.isCeiling() && c.Run.Load.Ack == rs[i].Run.Load.Ack && c.Run.Load.Key() == key && c.MsgsPerSec > 0
+	}
+	for j := i; j >= 0; j-- {
+		if match(j) {
+			return j
+		}
+	}
+	for j := i + 1; j < len(rs); j++ {
+		if match(j) {
+			return j
+		}
+	}
+	return -1
+}
+
+// Invalid counts the invalid runs.
+func Invalid(rs []Result) int {
+	n := 0
+	for i := range rs {
+		if !rs[i].Valid {
+			n++
+		}
+	}
+	return n
+}

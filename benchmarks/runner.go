@@ -1,0 +1,264 @@
+package benchmarks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Runner runs benchmark runs one after another. Every run has two child processes: the target
+// (a Scenario's Target) and the publishers; the Runner, in the parent, starts them, hands the
+// target's URL to the publishers, tells the target how many messages to expect, verifies what
+// the target kept once both exited, and makes the Result.
+type Runner struct {
+	// Command makes the command that runs a child in role: a binary that calls ChildMain (see
+	// SelfCommand). Its stdin and stdout are the runner's; its stderr is Stderr if unset.
+	Command func(ctx context.Context, role string) *exec.Cmd
+	// WorkDir holds the runs' scratch directories (os.TempDir() when empty); each is removed
+	// after its run's verification.
+	WorkDir string
+	// Keep leaves the scratch directories in place (for a look at the store).
+	Keep bool
+	Log  zerolog.Logger
+	// Progress, when set, gets a status line rewritten in place (a terminal); nil is quiet.
+	Progress io.Writer
+	// Stderr receives the children's logs (os.Stderr when nil).
+	Stderr io.Writer
+}
+
+// Check validates runs as a whole: each run, unique IDs, rates taken from earlier runs.
+func Check(runs []Run) error {
+	seen := map[string]bool{}
+	var errs []error
+	for _, r := range runs {
+		if err := r.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if r.ID == "" || seen[r.ID] {
+			errs = append(errs, fmt.Errorf("run id %q is empty or not unique", r.ID))
+		}
+		if r.RateOf != "" && !seen[r.RateOf] {
+			errs = append(errs, fmt.Errorf("run %s takes its rate from %q, which is not an earlier run", r.ID, r.RateOf))
+		}
+		seen[r.ID] = true
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs every run in order and returns their results, ratios computed. It fails only when
+// the runs are malformed; a run that fails is an invalid Result. Once ctx ends (the invocation's
+// deadline), the runs not started are reported invalid without running.
+func (r *Runner) Run(ctx context.Context, runs []Run) ([]Result, error) {
+	if err := Check(runs); err != nil {
+		return nil, err
+	}
+	results := make([]Result, 0, len(runs))
+	byID := map[string]int{}
+	for i, run := range runs {
+		var res Result
+		var src *Result
+		if j, ok := byID[run.RateOf]; ok {
+			src = &results[j]
+		}
+		switch {
+		case ctx.Err() != nil:
+			res = Result{Run: run, Started: time.Now()}
+			res.invalid("not run: %v", context.Cause(ctx))
+		case src != nil && (!src.Valid || src.MsgsPerSec <= 0):
+			res = Result{Run: run, Started: time.Now()}
+			res.invalid("not run: its rate comes from %s, which is invalid", run.RateOf)
+		default:
+			if src != nil {
+				run.Load.Rate = run.RateFraction * src.MsgsPerSec
+			}
+			r.status("[%d/%d] %s: starting", i+1, len(runs), run.ID)
+			res = r.runOne(ctx, run, fmt.Sprintf("[%d/%d] %s", i+1, len(runs), run.ID))
+		}
+		r.done(i+1, len(runs), &res)
+		results = append(results, res)
+		byID[run.ID] = len(results) - 1
+	}
+	computeRatios(results)
+	return results, nil
+}
+
+// runOne runs one run under its deadline; every failure ends up in the Result.
+func (r *Runner) runOne(parent context.Context, run Run, label string) (res Result) {
+	res = Result{Run: run, Started: time.Now(), Valid: true}
+	defer func() { res.Took = time.Since(res.Started) }()
+	ctx, cancel := context.WithTimeout(parent, run.timeout())
+	defer cancel()
+	log := r.Log.With().Str("run", run.ID).Logger()
+
+	dir, err := os.MkdirTemp(r.WorkDir, "bench-"+strings.NewReplacer("/", "_", " ", "_").Replace(run.ID)+"-")
+	if err != nil {
+		res.invalid("scratch directory: %v", err)
+		return res
+	}
+	if r.Keep {
+		log.Info().Str("dir", dir).Msg("keeping the run's directory")
+	} else {
+		defer os.RemoveAll(dir)
+	}
+
+	tgt, err := r.startChild(ctx, RoleTarget, parentLine{Target: &TargetConfig{Run: run, Dir: dir}})
+	if err != nil {
+		tgt.kill()
+		res.invalid("%v", err)
+		return res
+	}
+	ready, err := tgt.next(ctx, nil)
+	if err == nil && ready.Ready == "" {
+		err = errors.New("the target child did not report ready")
+	}
+	if err != nil {
+		tgt.kill()
+		res.invalid("target: %v", err)
+		return res
+	}
+
+	pres, err := r.publish(ctx, run, ready.Ready, label)
+	if err != nil {
+		res.invalid("%v", err)
+	}
+	res.PublisherCPU, res.PublisherRSS = pres.Usage.CPU(), pres.Usage.MaxRSS
+	n := pres.Sent.Count
+	if err := tgt.send(parentLine{Expect: &n}); err != nil {
+		tgt.kill()
+		res.invalid("%v", err)
+		return res
+	}
+	r.status("%s: published %d, waiting for the target", label, pres.Published)
+	tl, err := tgt.next(ctx, nil)
+	if err == nil && tl.TargetResult == nil {
+		err = errors.New("the target child sent no result")
+	}
+	werr := tgt.wait()
+	if err != nil {
+		res.invalid("target: %v", err)
+		return res
+	}
+	if werr != nil {
+		res.invalid("%v", werr)
+	}
+	tres := *tl.TargetResult
+	res.TargetCPU, res.TargetRSS = tres.Usage.CPU(), tres.PeakRSS
+	res.Engine = tres.Report.Engine
+	if tres.AwaitErr != "" {
+		res.invalid("target: %s", tres.AwaitErr)
+	}
+	if tres.StopErr != "" {
+		res.invalid("target stop: %s", tres.StopErr)
+	}
+
+	r.status("%s: verifying", label)
+	sc := scenarios[run.Scenario]
+	found, problems := sc.Verify(ctx, VerifyInput{Run: run, Dir: dir, Sent: pres.Sent, Target: tres.Report})
+	for _, p := range problems {
+		res.invalid("%s", p)
+	}
+	res.Found = found.Count
+	r.figures(&res, &pres, &tres)
+	log.Debug().Bool("valid", res.Valid).Float64("msgs_per_sec", res.MsgsPerSec).Msg("run done")
+	return res
+}
+
+// publish runs the publisher child to its end.
+func (r *Runner) publish(ctx context.Context, run Run, url, label string) (PublishResult, error) {
+	var pres PublishResult
+	cfg := PublishConfig{URL: url, Load: run.Load, Fault: run.Fault, Stall: run.stall()}
+	pub, err := r.startChild(ctx, RolePublisher, parentLine{Publish: &cfg})
+	if err != nil {
+		pub.kill()
+		return pres, err
+	}
+	start := time.Now()
+	l, err := pub.next(ctx, func(p progressLine) {
+		r.status("%s: %s published, %s acked, %.0fs", label, count(p.Published), count(p.Acked), time.Since(start).Seconds())
+	})
+	if err == nil && l.PublishResult == nil {
+		err = errors.New("the publisher child sent no result")
+	}
+	if err != nil {
+		pub.kill()
+		return pres, fmt.Errorf("publisher: %w", err)
+	}
+	pres = *l.PublishResult
+	werr := pub.wait()
+	if pres.Err != "" {
+		return pres, fmt.Errorf("publisher: %s", pres.Err)
+	}
+	return pres, werr
+}
+
+// figures fills in the rates and checks the replies.
+func (r *Runner) figures(res *Result, pres *PublishResult, tres *TargetResult) {
+	l := res.Run.Load
+	res.Sent, res.Acked, res.WindowWaits = pres.Sent.Count, pres.Acked, pres.WindowWaits
+	if l.Ack == RequestReply {
+		if pres.Acked != pres.Sent.Count || pres.AckErrors > 0 {
+			res.invalid("%d of %d messages acked, %d error replies, %d never answered",
+				pres.Acked, pres.Sent.Count, pres.AckErrors, pres.Missing)
+		}
+		var err error
+		if res.Latency, err = summarize(pres.Latency); err != nil {
+			res.invalid("%v", err)
+		}
+	}
+	end := pres.LastReply
+	if l.Ack == FireAndForget {
+		end = tres.Done
+	}
+	if end <= pres.Start || res.Sent == 0 {
+		res.invalid("no end of run measured")
+		return
+	}
+	res.Elapsed = time.Duration(end - pres.Start)
+	secs := res.Elapsed.Seconds()
+	res.MsgsPerSec = float64(res.Sent) / secs
+	res.MBPerSec = float64(pres.Sent.Bytes) / secs / 1e6
+	if pres.Flushed > pres.Start {
+		res.PublishPerSec = float64(pres.Published) / time.Duration(pres.Flushed-pres.Start).Seconds()
+	}
+}
+
+// status rewrites the progress line.
+func (r *Runner) status(format string, args ...any) {
+	if r.Progress != nil {
+		fmt.Fprintf(r.Progress, "\r\033[K"+format, args...)
+	}
+}
+
+// done replaces the progress line with the run's outcome and logs it.
+func (r *Runner) done(i, n int, res *Result) {
+	verdict := "valid"
+	if !res.Valid {
+		verdict = "INVALID: " + strings.Join(res.Problems, "; ")
+	}
+	r.status("[%d/%d] %s: %s msgs/s, %s (%.1fs)\n", i, n, res.Run.ID, count(int64(res.MsgsPerSec)), verdict, res.Took.Seconds())
+	ev := r.Log.Debug() // quiet unless asked: the progress line (on a terminal) and the table say it
+	if !res.Valid {
+		ev = r.Log.Warn().Strs("problems", res.Problems)
+	}
+	ev.Str("run", res.Run.ID).Float64("msgs_per_sec", res.MsgsPerSec).Bool("valid", res.Valid).
+		Dur("took", res.Took).Msg("run finished")
+}
+
+// count formats n with thousands separators.
+func count(n int64) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return "-" + count(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

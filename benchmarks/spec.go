@@ -1,0 +1,172 @@
+package benchmarks
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// AckMode is how a publisher learns that a message was taken.
+type AckMode string
+
+// The ack modes.
+const (
+	// FireAndForget publishes with PublishMsg and flushes once at the end; the run ends when the
+	// target holds every message.
+	FireAndForget AckMode = "ff"
+	// RequestReply publishes with a reply subject and waits for one reply per message, with at
+	// most Load.Window messages outstanding per publisher; the run ends with the last reply.
+	RequestReply AckMode = "rr"
+)
+
+// Load is what the publisher process sends. Runs compared with each other (a target and its
+// ceiling) have the same Load.
+type Load struct {
+	// Publishers is the number of publishers, each with its own connection and goroutine.
+	Publishers int `json:"publishers"`
+	// BodySize is the size of every body in bytes (at least MinBodySize).
+	BodySize int `json:"body_size"`
+	// Topics is the number of subjects the messages spread over, round-robin.
+	Topics int `json:"topics"`
+	// Messages bounds the messages of the run, over all publishers (0: no bound).
+	Messages int64 `json:"messages"`
+	// Duration bounds the time the publishers publish (0: no bound). At least one of Messages
+	// and Duration must be set; the first reached ends publishing.
+	Duration time.Duration `json:"duration"`
+	// Ack is the ack mode; Window the outstanding messages per publisher in RequestReply mode.
+	Ack    AckMode `json:"ack"`
+	Window int     `json:"window"`
+	// Rate limits the publishers to this many messages per second in all (0: as fast as they
+	// can). Each publisher paces itself on a schedule of Rate/Publishers.
+	Rate float64 `json:"rate"`
+}
+
+// Key identifies loads that may be compared: the same shape, with no rate limit.
+func (l Load) Key() string {
+	k := fmt.Sprintf("%s/p%d/b%d/t%d", l.Ack, l.Publishers, l.BodySize, l.Topics)
+	if l.Ack == RequestReply {
+		k += fmt.Sprintf("/w%d", l.Window)
+	}
+	if l.Rate > 0 {
+		k += fmt.Sprintf("/r%.0f", l.Rate)
+	}
+	return k
+}
+
+// Validate reports what is wrong with l.
+func (l Load) Validate() error {
+	var errs []error
+	if l.Publishers < 1 || l.Publishers > 1<<15 {
+		errs = append(errs, fmt.Errorf("publishers %d: want 1 to 32768", l.Publishers))
+	}
+	if l.BodySize < MinBodySize {
+		errs = append(errs, fmt.Errorf("body size %d: want at least %d", l.BodySize, MinBodySize))
+	}
+	if l.Topics < 1 {
+		errs = append(errs, fmt.Errorf("topics %d: want at least 1", l.Topics))
+	}
+	if l.Messages <= 0 && l.Duration <= 0 {
+		errs = append(errs, errors.New("neither messages nor a duration bounds the run"))
+	}
+	if l.Messages > 0 && l.Messages < int64(l.Publishers) {
+		errs = append(errs, fmt.Errorf("%d messages for %d publishers", l.Messages, l.Publishers))
+	}
+	switch l.Ack {
+	case FireAndForget:
+	case RequestReply:
+		if l.Window < 1 {
+			errs = append(errs, fmt.Errorf("window %d: request/reply needs at least 1", l.Window))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("ack mode %q: want %q or %q", l.Ack, FireAndForget, RequestReply))
+	}
+	if l.Rate < 0 {
+		errs = append(errs, fmt.Errorf("rate %g", l.Rate))
+	}
+	return errors.Join(errs...)
+}
+
+// TargetOptions configure the target process beyond the load.
+type TargetOptions struct {
+	// Subject is what the target subscribes to (SubjectPrefix + ".>" when empty).
+	Subject string `json:"subject,omitempty"`
+	// PendingMsgs and PendingBytes are the nats.go pending limits of the target's subscription
+	// (0: nats.go's defaults, 512 Ki messages and 64 MiB; -1: no limit). A fire-and-forget
+	// publisher outruns any subscriber for a while; past the limits nats.go drops, and the run
+	// is then invalid.
+	PendingMsgs  int `json:"pending_msgs,omitempty"`
+	PendingBytes int `json:"pending_bytes,omitempty"`
+	// CommitLogSize is the size of the engine's CommitLog segments (engine.Options default,
+	// 1 GiB, when 0). Prefault is on, so a new segment costs its size in page faults up front.
+	CommitLogSize int64 `json:"commitlog_size,omitempty"`
+	// Small shrinks the engine's ConsumeQueue and IndexFile geometry, for tests.
+	Small bool `json:"small,omitempty"`
+}
+
+func (o TargetOptions) subject() string {
+	if o.Subject == "" {
+		return SubjectPrefix + ".>"
+	}
+	return o.Subject
+}
+
+// Fault injects a loss, so that tests can check that verification catches it.
+type Fault struct {
+	// PublisherSkip makes publisher 0 skip its n-th message (from 1) while counting it as sent.
+	PublisherSkip int64 `json:"publisher_skip,omitempty"`
+	// TargetDrop makes a ceiling target ignore the n-th message it receives (from 1): no count,
+	// no reply.
+	TargetDrop int64 `json:"target_drop,omitempty"`
+}
+
+// Run is one measurement: a scenario's target under a load.
+type Run struct {
+	// ID names the run within its invocation ("engine-sync/rr4096").
+	ID       string        `json:"id"`
+	Scenario string        `json:"scenario"`
+	Load     Load          `json:"load"`
+	Target   TargetOptions `json:"target"`
+	// RateOf names an earlier run of the same invocation: this run's publishers are limited to
+	// RateFraction of the messages per second that run measured (it must have been valid).
+	RateOf       string  `json:"rate_of,omitempty"`
+	RateFraction float64 `json:"rate_fraction,omitempty"`
+	// Timeout is the deadline of the whole run, start-up and verification included (default:
+	// 60 s plus three times the load's duration).
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Stall ends a wait (for replies, for the target to hold everything) after this long
+	// without progress; what is missing then makes the run invalid (default 10 s).
+	Stall time.Duration `json:"stall,omitempty"`
+	Fault Fault         `json:"fault"`
+}
+
+func (r Run) timeout() time.Duration {
+	if r.Timeout > 0 {
+		return r.Timeout
+	}
+	return time.Minute + 3*r.Load.Duration
+}
+
+func (r Run) stall() time.Duration {
+	if r.Stall > 0 {
+		return r.Stall
+	}
+	return 10 * time.Second
+}
+
+// Validate reports what is wrong with r on its own (RateOf is checked by the runner).
+func (r Run) Validate() error {
+	sc, ok := scenarios[r.Scenario]
+	if !ok {
+		return fmt.Errorf("run %s: unknown scenario %q (have %v)", r.ID, r.Scenario, ScenarioNames())
+	}
+	if err := r.Load.Validate(); err != nil {
+		return fmt.Errorf("run %s: %w", r.ID, err)
+	}
+	if !sc.supports(r.Load.Ack) {
+		return fmt.Errorf("run %s: scenario %s does not take ack mode %q", r.ID, r.Scenario, r.Load.Ack)
+	}
+	if r.RateOf != "" && (r.RateFraction <= 0 || r.RateFraction > 1) {
+		return fmt.Errorf("run %s: rate fraction %g of %s: want (0, 1]", r.ID, r.RateFraction, r.RateOf)
+	}
+	return nil
+}
