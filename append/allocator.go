@@ -10,6 +10,8 @@ import (
 // the writer, so that a roll never waits for the disk. The appender kicks it when the segment
 // being written is half full; it stops when the kick channel is closed.
 type Allocator struct {
+	// Warm, when set, runs once first: it prefaults the segment the writer starts in.
+	Warm    func() error
 	Prepare func() error
 	Kick    <-chan struct{}
 	Log     zerolog.Logger
@@ -20,6 +22,11 @@ type Allocator struct {
 
 // Run serves kicks until the channel closes or ctx ends.
 func (a *Allocator) Run(ctx context.Context) error {
+	if a.Warm != nil {
+		if err := a.Warm(); err != nil {
+			a.Log.Warn().Err(err).Msg("could not prefault the active commitlog segment")
+		}
+	}
 	for {
 		select {
 		case _, ok := <-a.Kick:

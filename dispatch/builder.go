@@ -44,23 +44,22 @@ func NewBuilder(cq *consumequeue.Store, index *indexfile.Service, levels commitl
 // hold, so applying a record twice is harmless.
 func (b *Builder) Apply(phys int64, v commitlog.View) error {
 	tx := v.TransactionType()
+	props := v.Properties().DispatchProps()
 	if tx == commitlog.TxNotType || tx == commitlog.TxCommit {
 		cq, err := b.queue(v.Topic(), v.QueueID())
 		if err != nil {
 			return err
 		}
-		u := consumequeue.Unit{Phys: phys, Size: int32(v.TotalSize()), TagsCode: v.TagsCode(b.delayLevels)}
+		u := consumequeue.Unit{Phys: phys, Size: int32(v.TotalSize()), TagsCode: v.TagsCodeOf(props, b.delayLevels)}
 		if err := cq.Put(v.QueueOffset(), u); err != nil {
 			return fmt.Errorf("dispatch: consumequeue %s: %w", cq, err)
 		}
 	}
 	if b.index != nil && tx != commitlog.TxRollback {
-		uniq, _ := v.UniqKey()
-		keys, _ := v.Properties().Get(commitlog.PropKeys)
 		// The strings alias the mapped record: BuildIndex only hashes them and keeps none,
 		// and the caller holds the segment mapped for the duration of Apply.
 		filled, err := b.index.BuildIndex(indexfile.Request{
-			Topic: alias(v.Topic()), UniqKey: alias(uniq), Keys: alias(keys),
+			Topic: alias(v.Topic()), UniqKey: alias(props.UniqKey), Keys: alias(props.Keys),
 			PhyOffset: phys, StoreTimestamp: v.StoreTimestamp(), SysFlag: v.SysFlag(),
 		})
 		if err != nil {

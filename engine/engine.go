@@ -120,6 +120,9 @@ func Open(opts Options) (_ *Engine, err error) {
 		Str("corrupt", r.Corrupt).Int64("cut_bytes", r.Cut).Strs("index_dropped", r.IndexDropped).
 		Dur("took", r.Took).Msg("store recovered")
 
+	if err := e.log.Start(); err != nil {
+		return nil, err
+	}
 	end := e.log.MaxOffset()
 	e.written, e.durable, e.dispatched = stages.NewWatermark(end), stages.NewWatermark(end), stages.NewWatermark(end)
 	ckp := e.checkpointer()
@@ -164,6 +167,9 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		DedupeWindow: o.DedupeWindow, DedupeMax: dedupeMax, Kick: kick, Now: o.Now,
 	})
 	alloc := &appender.Allocator{Prepare: e.log.PrepareNext, Kick: kick, Log: o.Logger.With().Str("stage", "allocate").Logger()}
+	if !o.NoPrefault {
+		alloc.Warm = e.log.WarmActive
+	}
 	ack := &stages.Acks{In: acks, Level: level, Durable: e.durable}
 
 	e.group.Go("checkpoint", ckp.Run)

@@ -152,6 +152,25 @@ func (l *Log) rollFrom(f *segment.File) (*segment.File, error) {
 	return next, nil
 }
 
+// Start makes sure the log has a segment to write (a fresh store gets its first one now rather
+// than on the first append) and returns it, so that the allocator can warm it off the writer.
+// Only the writer, or its owner before the writer runs, calls it.
+func (l *Log) Start() error {
+	_, err := l.writable()
+	return err
+}
+
+// WarmActive takes the page faults of the unwritten rest of the segment being written (a fresh
+// or reopened segment was not allocated ahead, so nothing prefaulted it). Safe to call from
+// another goroutine while the writer appends.
+func (l *Log) WarmActive() error {
+	f := l.q.Last()
+	if f == nil {
+		return nil
+	}
+	return f.PrefaultFrom(f.Wrote())
+}
+
 // NeedsNext says whether the writer has passed half of its segment and the next one is not
 // allocated yet: the pipeline's allocator then calls PrepareNext.
 func (l *Log) NeedsNext() bool {

@@ -5,8 +5,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/rocketstore/engine/internal/store/javahash"
 )
 
 // DelayLevels is the delay of each delay level in ms, level 1 first (messageDelayLevel). nil
@@ -53,30 +51,7 @@ func ParseDelayLevels(s string) (DelayLevels, error) {
 // would reject the whole record; a field only the dispatcher derives is no reason to lose data).
 // It allocates nothing.
 func (v View) TagsCode(levels DelayLevels) int64 {
-	var code int64
-	props := v.Properties()
-	if tags, ok := props.Get(PropTags); ok && len(tags) > 0 {
-		code = int64(javahash.Bytes(tags))
-	}
-	if string(v.Topic()) != ScheduleTopic {
-		return code
-	}
-	d, ok := props.Get(PropDelay)
-	if !ok {
-		return code
-	}
-	level, ok := parseJavaInt(d)
-	if !ok {
-		return code
-	}
-	if levels == nil {
-		levels = defaultDelayLevels
-	}
-	level = min(level, int64(len(levels)))
-	if level <= 0 {
-		return code
-	}
-	return v.StoreTimestamp() + levels[level-1]
+	return v.TagsCodeOf(v.Properties().DispatchProps(), levels)
 }
 
 // parseJavaInt parses b as Integer.parseInt does for ASCII: an optional sign, then at least one

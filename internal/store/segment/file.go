@@ -143,7 +143,16 @@ func (f *File) Flush(upTo int64) error {
 
 // Prefault takes the page faults of the reserved part of the file now, so that the writer later
 // copies at memory speed (measured: 12.6 M 128-byte records/s into a cold mapping, 61 M/s warm).
-func (f *File) Prefault() error { return f.seg.Prefault(0, f.seg.Reserved()) }
+func (f *File) Prefault() error { return f.PrefaultFrom(0) }
+
+// PrefaultFrom takes the page faults of the reserved part from pos on. It may run while the
+// writer writes there: it faults pages in without changing a byte.
+func (f *File) PrefaultFrom(pos int64) error {
+	if r := f.seg.Reserved(); pos < r {
+		return f.seg.Prefault(pos, r)
+	}
+	return nil
+}
 
 // ZeroFrom clears every non-zero byte from pos to the end of the file and syncs what it
 // cleared. Recovery uses it after a torn tail, so that stale bytes past the new end can never be
