@@ -177,9 +177,20 @@ func (s *osSegment) Prefault(from, to int64) error {
 		return fmt.Errorf("vfs: prefault %s: range [%d,%d) outside reserved [0,%d)", s.name, from, to, s.Reserved())
 	}
 	start := from &^ (pageSize - 1)
-	// MADV_POPULATE_WRITE (Linux 5.14) takes the write faults without touching the bytes.
+	// MADV_POPULATE_WRITE (Linux 5.14) takes the write faults without touching the bytes. It
+	// holds the process's mmap lock while it works, and a waiting mmap or munmap (a new
+	// ConsumeQueue file, say) makes every later page fault wait behind it: one call over a whole
+	// 1 GiB segment stalled the writer for half a second. Chunks keep each hold short.
 	// Where the kernel lacks it, writing a byte back to itself on every page does the same.
-	if err := unix.Madvise(s.data[start:to], unix.MADV_POPULATE_WRITE); err == nil {
+	const chunk = 2 << 20
+	populated := true
+	for p := start; p < to; p += chunk {
+		if err := unix.Madvise(s.data[p:min(p+chunk, to)], unix.MADV_POPULATE_WRITE); err != nil {
+			populated = false
+			break
+		}
+	}
+	if populated {
 		return nil
 	}
 	// An atomic add of zero is a write the compiler cannot drop, and it keeps the byte.

@@ -66,6 +66,9 @@ type Queue struct {
 	mu      sync.Mutex
 	allocMu sync.Mutex
 	ready   *File // the next file, allocated ahead; guarded by allocMu
+	// preparing is the base of the file PrepareNext is making or has made (-1: none), so that
+	// Prepared never waits for allocMu, which PrepareNext holds while it prefaults a whole file.
+	preparing atomic.Int64
 
 	flushedWhere atomic.Int64 // queue offset below which every byte is durable
 }
@@ -79,6 +82,7 @@ func Open(opts Options) (*Queue, error) {
 		return nil, fmt.Errorf("segment: file size %d", opts.FileSize)
 	}
 	q := &Queue{opts: opts}
+	q.preparing.Store(-1)
 	if !opts.ReadOnly {
 		if err := opts.FS.MkdirAll(opts.Dir); err != nil {
 			return nil, err
@@ -272,26 +276,26 @@ func (q *Queue) PrepareNext() error {
 		q.discard(q.ready)
 		q.ready = nil
 	}
+	q.preparing.Store(last.End())
 	f, err := q.create(last.End())
-	if err != nil {
-		return err
-	}
-	if q.opts.Prefault {
-		if err := f.Prefault(); err != nil {
+	if err == nil && q.opts.Prefault {
+		if err = f.Prefault(); err != nil {
 			q.discard(f)
-			return err
 		}
+	}
+	if err != nil {
+		q.preparing.Store(-1)
+		return err
 	}
 	q.ready = f
 	return nil
 }
 
-// Prepared says whether the next file is allocated ahead.
+// Prepared says whether the next file is allocated ahead, or being allocated. It never waits:
+// the writer asks it after every round.
 func (q *Queue) Prepared() bool {
-	q.allocMu.Lock()
-	defer q.allocMu.Unlock()
 	last := q.Last()
-	return q.ready != nil && last != nil && q.ready.Base() == last.End()
+	return last != nil && q.preparing.Load() == last.End()
 }
 
 // create makes a new file at base and syncs the directory, so that the file's name survives a
