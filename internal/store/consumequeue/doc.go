@@ -21,6 +21,10 @@
 // can delete a file under it, and it only reads units below the write position, which moves
 // after the 20 bytes are in place.
 //
+// Read-only stores (Options.ReadOnly) serve offline readers that run beside a writing engine
+// without its lock: files are mapped read-only, each queue's end is found by Recover's scan
+// without changing anything, and Store.Refresh picks up new queues, files and units.
+//
 // Mapping. A queue maps its files on first use, not when the Store loads, and the Store unmaps
 // flushed, idle queues when more than Options.MaxMapped are mapped, so that the number of
 // mappings and descriptors (one per file of a mapped queue) stays below vm.max_map_count

@@ -16,4 +16,7 @@ var (
 	// ErrInvalidUnit is returned by Put for a unit that recovery would not take as valid
 	// (negative offset, size <= 0) or whose end overflows.
 	ErrInvalidUnit = errors.New("consumequeue: invalid unit")
+	// ErrReadOnly is returned by the writer-side operations of a Store opened with
+	// Options.ReadOnly, and by its file system for any change.
+	ErrReadOnly = errors.New("consumequeue: read-only")
 )

@@ -39,6 +39,11 @@ type Options struct {
 	// sweep are unmapped and mapped again on their next use. The bound is soft: queues with
 	// unflushed data are never unmapped, so it can be exceeded until the next flush.
 	MaxMapped int
+	// ReadOnly opens the queues for reading only, for offline readers that may run while an
+	// engine writes the same directory: files are mapped read-only, nothing is ever created,
+	// truncated, zeroed or flushed, and each queue's end is found by a scan that changes
+	// nothing (see Store.Refresh). The writer-side operations fail with ErrReadOnly.
+	ReadOnly bool
 }
 
 // config is the validated form of Options, shared by pointer by every queue of a Store so that
@@ -49,10 +54,11 @@ type config struct {
 	fileSize    int64
 	reserveStep int64
 	maxMapped   int
+	readOnly    bool
 }
 
 func (o Options) config() (*config, error) {
-	c := &config{fs: o.FS, maxMapped: o.MaxMapped}
+	c := &config{fs: o.FS, maxMapped: o.MaxMapped, readOnly: o.ReadOnly}
 	if c.fs == nil {
 		c.fs = vfs.Default
 	}
@@ -77,6 +83,9 @@ func (o Options) config() (*config, error) {
 	c.reserveStep = min(c.reserveStep, c.fileSize)
 	if c.maxMapped == 0 {
 		c.maxMapped = DefaultMaxMapped
+	}
+	if c.readOnly {
+		c.fs = readOnlyFS{FS: c.fs, fileSize: c.fileSize}
 	}
 	return c, nil
 }

@@ -46,6 +46,7 @@ type ConsumeQueue struct {
 	minPhys   atomic.Int64 // Phys of the unit at minLogic; -1 when not known
 	maxPhys   atomic.Int64 // End of the last unit with Phys > 0 (Unit.real); -1 when none
 	recovered atomic.Bool  // maxPhys is exact (Recover ran or the queue started empty)
+	roEnd     atomic.Int64 // read-only queues: the end findEnd found, in bytes (see endOf)
 	used      atomic.Bool  // used since the Store's sweep last passed (CLOCK bit)
 
 	// The writer remembers how far its file is reserved, so that Put does not lock the
@@ -114,18 +115,22 @@ func (cq *ConsumeQueue) mapFiles() error {
 		cq.mu.Unlock()
 		return nil // use looks again
 	}
-	q, err := segment.Open(segment.Options{
-		FS:          cq.cfg.fs,
-		Dir:         cq.dir,
-		FileSize:    cq.cfg.fileSize,
-		ReserveStep: cq.cfg.reserveStep,
-		Random:      true,
-	})
+	q, err := segment.Open(cq.segOptions())
 	if err != nil {
 		cq.mu.Unlock()
 		return fmt.Errorf("consumequeue %s: %w", cq, err)
 	}
-	if cq.end >= 0 {
+	if cq.cfg.readOnly {
+		// Nothing may change on disk: the end is found by a scan, from the one known before
+		// the queue was unmapped, if any.
+		cq.minMu.Lock()
+		err := cq.findEnd(q, cq.end)
+		cq.minMu.Unlock()
+		if err != nil {
+			cq.mu.Unlock()
+			return errors.Join(err, q.Close())
+		}
+	} else if cq.end >= 0 {
 		// Nothing wrote while unmapped, so no file lies past end: this only sets positions.
 		if err := q.TruncateTo(cq.end); err != nil {
 			cq.mu.Unlock()
@@ -156,7 +161,7 @@ func (cq *ConsumeQueue) evict() (bool, error) {
 	if q.Last() != nil && q.FlushedWhere() < q.MaxOffset() {
 		return false, nil
 	}
-	cq.end, cq.nfiles = q.MaxOffset(), len(q.Files())
+	cq.end, cq.nfiles = cq.endOf(q), len(q.Files())
 	cq.seg = nil
 	return true, q.Close()
 }
@@ -173,6 +178,9 @@ func (cq *ConsumeQueue) evict() (bool, error) {
 // Files roll as they fill. The write position moves after the 20 bytes are in place, so
 // readers see whole units only. A full disk is an error from the reservation, never a fault.
 func (cq *ConsumeQueue) Put(queueOffset int64, u Unit) error {
+	if cq.cfg.readOnly {
+		return fmt.Errorf("%w: put %s", ErrReadOnly, cq)
+	}
 	if !u.Valid() || u.End() < u.Phys {
 		return fmt.Errorf("%w: %s: %+v", ErrInvalidUnit, cq, u)
 	}
@@ -325,7 +333,7 @@ func cutAt(q *segment.Queue, end int64) error {
 func (cq *ConsumeQueue) MaxOffset() int64 {
 	cq.mu.RLock()
 	if q := cq.seg; q != nil {
-		off := q.MaxOffset()
+		off := cq.endOf(q)
 		cq.mu.RUnlock()
 		return off / UnitSize
 	}
@@ -339,7 +347,7 @@ func (cq *ConsumeQueue) MaxOffset() int64 {
 		return 0
 	}
 	defer cq.mu.RUnlock()
-	return q.MaxOffset() / UnitSize
+	return cq.endOf(q) / UnitSize
 }
 
 // MinOffset is the first queue offset that may be read, RocketMQ's minOffsetInQueue:
@@ -367,6 +375,9 @@ func (cq *ConsumeQueue) MaxPhysicalOffset() int64 { return cq.maxPhys.Load() }
 // Unlike RocketMQ, a call goes on to the next file after flushing a full one. An unmapped
 // queue has nothing to flush.
 func (cq *ConsumeQueue) Flush(leastPages int) error {
+	if cq.cfg.readOnly {
+		return nil // nothing is ever written
+	}
 	q := cq.mappedOrNil()
 	if q == nil {
 		return nil
@@ -406,7 +417,7 @@ func (cq *ConsumeQueue) Close() error {
 	if q == nil {
 		return nil
 	}
-	cq.end, cq.nfiles = q.MaxOffset(), len(q.Files())
+	cq.end, cq.nfiles = cq.endOf(q), len(q.Files())
 	cq.seg = nil
 	return q.Close()
 }

@@ -27,7 +27,7 @@ func (cq *ConsumeQueue) Read(from int64, dst []Unit) (int, error) {
 		return 0, err
 	}
 	defer cq.mu.RUnlock()
-	lo, hi := cq.minLogic.Load(), q.MaxOffset()
+	lo, hi := cq.minLogic.Load(), cq.endOf(q)
 	if from < 0 || from > maxQueueOffset || from*UnitSize < lo || from*UnitSize >= hi {
 		return 0, fmt.Errorf("%w: %s: offset %d not in [%d, %d)", ErrOutOfRange, cq, from, lo/UnitSize, hi/UnitSize)
 	}
@@ -139,7 +139,7 @@ func (cq *ConsumeQueue) OffsetByTime(t int64, storeTime func(phys int64, size in
 		return 0, err
 	}
 	defer cq.mu.RUnlock()
-	lo, hi := max(cq.minLogic.Load(), 0)/UnitSize, q.MaxOffset()/UnitSize
+	lo, hi := max(cq.minLogic.Load(), 0)/UnitSize, cq.endOf(q)/UnitSize
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		u, err := unitAt(q, mid*UnitSize)

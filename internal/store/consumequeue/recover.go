@@ -24,6 +24,9 @@ const recoverFiles = 3
 // Bytes past the end are left alone (as RocketMQ does); TruncateDirty, which recovery runs
 // next, zeroes the units it drops.
 func (cq *ConsumeQueue) Recover() (int64, error) {
+	if cq.cfg.readOnly {
+		return -1, fmt.Errorf("%w: recover %s (see Store.Refresh)", ErrReadOnly, cq)
+	}
 	q, err := cq.use()
 	if err != nil {
 		return -1, err
@@ -129,6 +132,9 @@ func (cq *ConsumeQueue) TruncateDirty(phyOffset int64) error {
 // flush can be torn by a crash into something that still looks valid (a sector of a unit kept,
 // the next one lost), so verify checks a unit against the CommitLog record it names.
 func (cq *ConsumeQueue) TruncateUnverified(from int64, verify func(n int64, u Unit) bool) error {
+	if cq.cfg.readOnly {
+		return fmt.Errorf("%w: truncate %s", ErrReadOnly, cq)
+	}
 	lo, hi := cq.MinOffset(), cq.MaxOffset()
 	keepTo := lo
 	for n := hi - 1; n >= lo; n-- {
@@ -150,6 +156,9 @@ func (cq *ConsumeQueue) TruncateUnverified(from int64, verify func(n int64, u Un
 // truncate cuts the queue at the first unit for which stop is true (pos is the unit's byte
 // offset in the queue), looking only below the write position; see TruncateDirty.
 func (cq *ConsumeQueue) truncate(stop func(pos int64, u Unit) bool) error {
+	if cq.cfg.readOnly {
+		return fmt.Errorf("%w: truncate %s", ErrReadOnly, cq)
+	}
 	q, err := cq.use()
 	if err != nil {
 		return err
@@ -263,7 +272,7 @@ func allZero(b []byte) bool {
 // it, the queue has no valid entry and MinOffset becomes MaxOffset; a queue without files gets
 // MinOffset 0 and no max physical offset. The search is binary over the queue from the current
 // min offset (RocketMQ searches only the first file) and never stops on a Blank unit, whole
-// or torn.
+// or torn. It changes only memory, so a read-only queue allows it too.
 func (cq *ConsumeQueue) CorrectMinOffset(minCommitLogOffset int64) error {
 	// The unit at the min offset is still valid: nothing moves (RocketMQ's "intact" check,
 	// answered without reading, so an unmapped queue stays unmapped).
@@ -284,8 +293,12 @@ func (cq *ConsumeQueue) CorrectMinOffset(minCommitLogOffset int64) error {
 		cq.maxPhys.Store(-1)
 		return nil
 	}
-	end := q.MaxOffset()
-	if last.Wrote() >= UnitSize {
+	end := cq.endOf(q)
+	hasUnit := last.Wrote() >= UnitSize
+	if cq.cfg.readOnly {
+		hasUnit = end >= first.Base()+UnitSize // loaded files count as full: ask the end
+	}
+	if hasUnit {
 		u, err := unitAt(q, end-UnitSize)
 		if err != nil {
 			return fmt.Errorf("consumequeue %s: correct min offset: %w", cq, err)
@@ -324,6 +337,9 @@ func (cq *ConsumeQueue) CorrectMinOffset(minCommitLogOffset int64) error {
 // offset (STORE-FORMAT §10; RocketMQ's deleteExpiredFile). It returns how many files it deleted.
 // Readers of a deleted file keep it mapped until they release it.
 func (cq *ConsumeQueue) DeleteExpired(minCommitLogOffset int64) (int, error) {
+	if cq.cfg.readOnly {
+		return 0, fmt.Errorf("%w: delete expired %s", ErrReadOnly, cq)
+	}
 	cq.mu.RLock()
 	single := cq.seg == nil && cq.end >= 0 && cq.nfiles <= 1
 	cq.mu.RUnlock()

@@ -34,15 +34,17 @@ type queueKey struct {
 	id    int32
 }
 
-// Open makes a Store over opts.Root, creating <root>/consumequeue if needed. It reads nothing:
-// call Load to find the queues already on disk.
+// Open makes a Store over opts.Root, creating <root>/consumequeue if needed (unless read-only).
+// It reads nothing: call Load to find the queues already on disk.
 func Open(opts Options) (*Store, error) {
 	cfg, err := opts.config()
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.fs.MkdirAll(cfg.dir); err != nil {
-		return nil, fmt.Errorf("consumequeue: %w", err)
+	if !cfg.readOnly {
+		if err := cfg.fs.MkdirAll(cfg.dir); err != nil {
+			return nil, fmt.Errorf("consumequeue: %w", err)
+		}
 	}
 	return &Store{cfg: cfg, queues: make(map[queueKey]*ConsumeQueue)}, nil
 }

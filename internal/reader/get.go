@@ -1,0 +1,372 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/consumequeue"
+	"github.com/rocketstore/engine/internal/store/javahash"
+)
+
+// Bounds of a Get.
+const (
+	// DefaultGetMax is the batch size when GetRequest.Max is 0 (RocketMQ's pull batch).
+	DefaultGetMax = 32
+	// MaxGetMax caps GetRequest.Max.
+	MaxGetMax = 1024
+	// DefaultGetMaxBytes is the byte bound when GetRequest.MaxBytes is 0 (RocketMQ's
+	// maxTransferBytesOnMessageInMemory).
+	DefaultGetMaxBytes = 256 << 10
+	// MaxGetMaxBytes caps GetRequest.MaxBytes.
+	MaxGetMaxBytes = 64 << 20
+	// minScanUnits is how many units one Get may look at when tags filter most of them out
+	// (RocketMQ's maxFilterMessageSize 16,000 bytes / 20); it looks at Max units if more.
+	minScanUnits = 800
+	// unitChunk is how many units a Get decodes from the ConsumeQueue at a time.
+	unitChunk = 64
+)
+
+// GetRequest asks for the messages of one queue from a queue offset on.
+type GetRequest struct {
+	Topic   string
+	QueueID int32
+	// Offset is the queue offset of the first message wanted.
+	Offset int64
+	// Max bounds the number of messages (DefaultGetMax when <= 0, at most MaxGetMax).
+	Max int
+	// MaxBytes bounds the sum of the records' sizes (DefaultGetMaxBytes when <= 0, at most
+	// MaxGetMaxBytes); the first message is returned whatever its size, as RocketMQ does.
+	MaxBytes int
+	// Tags filters by the TAGS property: a message is returned only if its TAGS equals one of
+	// them exactly. Empty, or containing "*", means every message; "" entries are ignored.
+	Tags []string
+	// Wait makes a Get at the head of the queue wait up to this long for a new message
+	// (long polling). Ignored by an offline Reader.
+	Wait time.Duration
+	// NoPropertyMap leaves Message.Properties nil (Tags, Keys, UniqKey and RawProperties are
+	// still set): building a map per message costs about a third of a Get of small messages.
+	NoPropertyMap bool
+}
+
+// Status classifies a Get as RocketMQ's GetMessageStatus does.
+type Status int
+
+const (
+	// Found: Messages holds at least one message.
+	Found Status = iota
+	// NoMatchedMessage: units were read, but the tag filter took every one out; NextOffset
+	// is past them.
+	NoMatchedMessage
+	// NoMessageInQueue: the queue has never held a message (MaxOffset 0).
+	NoMessageInQueue
+	// OffsetTooSmall: Offset is below MinOffset (retention removed it); NextOffset is MinOffset.
+	OffsetTooSmall
+	// OffsetOverflowOne: Offset is MaxOffset, where the next message will be.
+	OffsetOverflowOne
+	// OffsetOverflowBadly: Offset is past MaxOffset; NextOffset is MaxOffset.
+	OffsetOverflowBadly
+	// OffsetFoundNull: the units read point at records no longer in the CommitLog (their
+	// segment was deleted; RocketMQ's MESSAGE_WAS_REMOVING); NextOffset is past them.
+	OffsetFoundNull
+)
+
+var statusNames = [...]string{
+	"FOUND", "NO_MATCHED_MESSAGE", "NO_MESSAGE_IN_QUEUE", "OFFSET_TOO_SMALL",
+	"OFFSET_OVERFLOW_ONE", "OFFSET_OVERFLOW_BADLY", "OFFSET_FOUND_NULL",
+}
+
+// String is RocketMQ's name of the status.
+func (s Status) String() string {
+	if s >= 0 && int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("Status(%d)", int(s))
+}
+
+// GetResult is what Get found.
+type GetResult struct {
+	Status   Status
+	Messages []Message
+	// NextOffset is the offset to ask for next: past every unit this Get consumed, including
+	// the ones filtered out, or the corrected offset for the Offset* statuses.
+	NextOffset int64
+	// MinOffset and MaxOffset are the queue's bounds when it was read.
+	MinOffset, MaxOffset int64
+}
+
+// Get reads messages of a queue from req.Offset on: units from the ConsumeQueue, filtered
+// by tags code and then by the TAGS property itself (tags codes are hashes, and "Aa" and "BB"
+// share one), records from the CommitLog, each copied once into the result. An unknown queue
+// is ErrUnknownQueue.
+//
+// With req.Wait > 0 a Get that finds the queue at its head (OffsetOverflowOne, an empty queue
+// read at 0, or every unit up to the head filtered out) waits for a new message, as RocketMQ's
+// long polling does, and reads again; see the package doc. When the wait times out the last
+// result is returned with a nil error; when ctx ends, with ctx's error.
+//
+// A unit whose record does not match it (or is not a record) is ErrCorrupt, returned with the
+// messages before it and NextOffset at it.
+func (r *Reader) Get(ctx context.Context, req GetRequest) (GetResult, error) {
+	cq, err := r.queue(req.Topic, req.QueueID)
+	if err != nil {
+		return GetResult{}, err
+	}
+	req.Max = min(cmpOr(req.Max, DefaultGetMax), MaxGetMax)
+	req.MaxBytes = min(cmpOr(req.MaxBytes, DefaultGetMaxBytes), MaxGetMaxBytes)
+	f := newTagFilter(req.Topic, req.Tags)
+	if req.Wait <= 0 || r.dispatched == nil || r.off != nil {
+		return r.get(cq, req, f)
+	}
+	timer := time.NewTimer(req.Wait)
+	defer timer.Stop()
+	for {
+		// Load the mark before reading the queue: a unit the read misses belongs to a
+		// record the mark had not passed yet, whose dispatch then wakes the wait.
+		mark := r.dispatched.Load()
+		res, err := r.get(cq, req, f)
+		if err != nil || !atHead(res, req.Offset) {
+			return res, err
+		}
+		req.Offset = res.NextOffset // past units filtered out up to the head
+		wake := r.dispatched.WaitChan(mark + 1)
+		if r.waiting != nil {
+			r.waiting()
+		}
+		select {
+		case <-wake:
+			if r.dispatched.Load() <= mark {
+				return res, nil // the watermark failed: the engine is stopping
+			}
+		case <-timer.C:
+			return res, nil
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+	}
+}
+
+func cmpOr(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// atHead says a Get found nothing because nothing is there yet.
+func atHead(res GetResult, offset int64) bool {
+	switch res.Status {
+	case OffsetOverflowOne:
+		return true
+	case NoMessageInQueue:
+		return offset == 0
+	case NoMatchedMessage:
+		return res.NextOffset == res.MaxOffset
+	}
+	return false
+}
+
+// get is one read of Get, without waiting.
+func (r *Reader) get(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFilter) (GetResult, error) {
+	release, err := r.use()
+	if err != nil {
+		return GetResult{}, err
+	}
+	defer release()
+	lo, hi := cq.MinOffset(), cq.MaxOffset()
+	res := GetResult{MinOffset: lo, MaxOffset: hi, NextOffset: req.Offset}
+	switch off := req.Offset; {
+	case hi == 0:
+		res.Status, res.NextOffset = NoMessageInQueue, 0
+	case off < lo:
+		res.Status, res.NextOffset = OffsetTooSmall, lo
+	case off == hi:
+		res.Status = OffsetOverflowOne
+	case off > hi:
+		res.Status, res.NextOffset = OffsetOverflowBadly, hi
+	default:
+		err = r.collect(cq, req, f, &res)
+	}
+	return res, err
+}
+
+// collect reads units from req.Offset (inside the queue's bounds) until the batch is full, the
+// scan limit is reached or the queue ends, as RocketMQ's getMessage: a unit whose tags code
+// misses is skipped without touching the CommitLog; a unit whose record is gone marks the
+// rest of that segment as gone; the first record is taken whatever its size.
+func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFilter, res *GetResult) error {
+	var units [unitChunk]consumequeue.Unit
+	cur := cursor{q: r.log.Queue()}
+	defer cur.release()
+	var buf buffer
+	res.Status = NoMatchedMessage
+	next, bytes := req.Offset, 0
+	scanLeft := max(minScanUnits, req.Max)
+	goneBelow := int64(math.MinInt64) // records below it are known gone (RocketMQ's nextPhyFileStartOffset)
+	for scanLeft > 0 {
+		k, err := cq.Read(next, units[:min(unitChunk, scanLeft)])
+		if err != nil {
+			if next == req.Offset && errors.Is(err, consumequeue.ErrOutOfRange) {
+				// Retention moved the queue's start since its bounds were read.
+				res.Status, res.NextOffset = OffsetTooSmall, max(cq.MinOffset(), req.Offset)
+				return nil
+			}
+			if errors.Is(err, consumequeue.ErrOutOfRange) {
+				break // the end of the queue
+			}
+			return err
+		}
+		if k == 0 {
+			break
+		}
+		hint := f.bytesHint(units[:k], req.Max-len(res.Messages), req.MaxBytes-bytes)
+		for _, u := range units[:k] {
+			if len(res.Messages) >= req.Max || (bytes > 0 && bytes+int(u.Size) > req.MaxBytes) {
+				res.NextOffset = next
+				return nil
+			}
+			n := next
+			next++
+			scanLeft--
+			if u.IsBlank() {
+				continue
+			}
+			if u.Phys < goneBelow {
+				r.skipped(res, OffsetFoundNull)
+				continue
+			}
+			// An offline reader may have caught the newest unit in the middle of its write,
+			// before its tags code: a miss there is confirmed with the record.
+			confirm := r.off != nil && n == res.MaxOffset-1
+			if !f.codeMatch(u.TagsCode) && !confirm {
+				r.skipped(res, NoMatchedMessage)
+				continue
+			}
+			v, err := cur.view(u.Phys)
+			if err == nil && confirm && matchUnit(v, u, cq, n) != nil {
+				err = errAhead // the newest unit, caught half written: not readable yet
+			}
+			if errors.Is(err, errAhead) {
+				// An offline Reader whose ConsumeQueues were refreshed before its CommitLog,
+				// or that caught the newest unit half written: what follows is not readable
+				// yet, as if the queue ended here.
+				res.MaxOffset, res.NextOffset = n, n
+				if n == req.Offset {
+					res.Status = OffsetOverflowOne
+				}
+				return nil
+			}
+			if errors.Is(err, errGone) {
+				r.skipped(res, OffsetFoundNull)
+				goneBelow = r.log.NextFile(u.Phys)
+				continue
+			}
+			if err == nil {
+				err = matchUnit(v, u, cq, n)
+			}
+			if err != nil {
+				res.NextOffset = n
+				return fmt.Errorf("%w: %s offset %d: %w", ErrCorrupt, cq, n, err)
+			}
+			if !f.all {
+				if tags, _ := v.Properties().Get(commitlog.PropTags); !f.tagsMatch(tags) {
+					r.skipped(res, NoMatchedMessage)
+					continue
+				}
+			}
+			if res.Messages == nil {
+				res.Messages = make([]Message, 0, min(int64(req.Max), res.MaxOffset-req.Offset))
+			}
+			res.Messages = append(res.Messages, Message{})
+			decodeInto(&res.Messages[len(res.Messages)-1], v, u.Phys, r.host, &buf, hint, !req.NoPropertyMap)
+			res.Status = Found
+			bytes += int(u.Size)
+		}
+	}
+	res.NextOffset = next
+	return nil
+}
+
+// skipped records why a unit gave no message while none has been found: the status of the
+// last unit skipped wins, as in RocketMQ. Once a message is found the status stays Found.
+func (r *Reader) skipped(res *GetResult, why Status) {
+	if len(res.Messages) == 0 {
+		res.Status = why
+	}
+}
+
+// matchUnit checks that the record a unit points at is the one the unit was built from.
+func matchUnit(v commitlog.View, u consumequeue.Unit, cq *consumequeue.ConsumeQueue, n int64) error {
+	if v.PhysicalOffset() != u.Phys || v.TotalSize() != int(u.Size) || v.QueueOffset() != n ||
+		v.QueueID() != cq.QueueID() || string(v.Topic()) != cq.Topic() {
+		return fmt.Errorf("unit {phys %d size %d} names a record of %s/%d offset %d at %d, %d bytes",
+			u.Phys, u.Size, v.Topic(), v.QueueID(), v.QueueOffset(), v.PhysicalOffset(), v.TotalSize())
+	}
+	return nil
+}
+
+// tagFilter is a Get's tag filter: the tags wanted and their tags codes.
+type tagFilter struct {
+	all   bool
+	codes bool // tags codes can be trusted as a first filter (not on the delay topic)
+	tags  []string
+	hash  []int64
+}
+
+func newTagFilter(topic string, tags []string) tagFilter {
+	f := tagFilter{codes: topic != commitlog.ScheduleTopic}
+	for _, t := range tags {
+		switch t {
+		case "*":
+			return tagFilter{all: true}
+		case "":
+			continue
+		}
+		if !slices.Contains(f.tags, t) {
+			f.tags = append(f.tags, t)
+			f.hash = append(f.hash, javahash.TagsCode(t))
+		}
+	}
+	f.all = len(f.tags) == 0
+	return f
+}
+
+// codeMatch says a unit with this tags code may carry one of the tags (a cheap test with
+// false positives: equal hashes).
+func (f tagFilter) codeMatch(code int64) bool {
+	return f.all || !f.codes || slices.Contains(f.hash, code)
+}
+
+// tagsMatch is the exact test on the TAGS property.
+func (f tagFilter) tagsMatch(tags []byte) bool {
+	if f.all {
+		return true
+	}
+	for _, t := range f.tags {
+		if string(tags) == t {
+			return true
+		}
+	}
+	return false
+}
+
+// bytesHint is what the records among units that pass the tags codes take, copies and ids,
+// bounded by what the batch still has room for (count messages, room bytes): the size of the
+// buffer a Get copies into.
+func (f tagFilter) bytesHint(units []consumequeue.Unit, count, room int) int {
+	n := 0
+	for _, u := range units {
+		if count <= 0 || n >= room {
+			break
+		}
+		if !u.IsBlank() && f.codeMatch(u.TagsCode) {
+			n += int(u.Size) + msgIDRoom
+			count--
+		}
+	}
+	return n
+}

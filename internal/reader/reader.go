@@ -1,0 +1,136 @@
+package reader
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/consumequeue"
+	"github.com/rocketstore/engine/internal/store/indexfile"
+	"github.com/rocketstore/engine/internal/store/segment"
+	"github.com/rocketstore/engine/stages"
+)
+
+// Errors the Reader returns, wrapped with detail; compare with errors.Is.
+var (
+	// ErrUnknownQueue: the store has no such topic, or no such queue in the topic.
+	ErrUnknownQueue = errors.New("reader: unknown topic or queue")
+	// ErrBadMsgID: the string is not an offset message id.
+	ErrBadMsgID = errors.New("reader: malformed message id")
+	// ErrNotFound: no message has that id (never stored, or deleted by retention).
+	ErrNotFound = errors.New("reader: message not found")
+	// ErrIndexDisabled: Query on a store without an IndexFile.
+	ErrIndexDisabled = errors.New("reader: message index is disabled")
+	// ErrInvalidRequest: a request field is out of range (empty topic or key, say).
+	ErrInvalidRequest = errors.New("reader: invalid request")
+	// ErrCorrupt: a ConsumeQueue unit names a record that does not match it, or a record
+	// does not parse. The store is damaged; recovery of the writer repairs torn tails.
+	ErrCorrupt = errors.New("reader: store inconsistent")
+	// ErrInvalidGroup: a consumer group name ConsumerOffsets cannot store.
+	ErrInvalidGroup = errors.New("reader: invalid consumer group")
+	// ErrClosed: the Reader was closed.
+	ErrClosed = errors.New("reader: closed")
+)
+
+// Reader serves reads from a store. All its methods are safe for concurrent use, also with
+// the engine writing the store.
+//
+// A Reader made by New reads the engine's open stores and owns nothing: closing it does
+// nothing, and the engine must close its stores only after the last read has returned. A
+// Reader made by OpenOffline owns read-only copies of the stores and must be closed.
+type Reader struct {
+	cq         *consumequeue.Store
+	dispatched *stages.Watermark // nil offline: no long polling
+	host       netip.AddrPort    // names message ids; invalid: each record's STOREHOST
+
+	// log and index are fixed for an engine's Reader; an offline Reader swaps them in Refresh
+	// under off.mu, which every read holds shared (see use).
+	log   *commitlog.Log
+	index *indexfile.Service // nil when the index is off
+	off   *offline           // nil for an engine's Reader
+
+	// waiting, when set (tests), is called each time a long poll is about to block, after
+	// its wake-up channel is registered.
+	waiting func()
+}
+
+// New makes a Reader over an engine's open stores. index is nil when the IndexFile is off;
+// dispatched is the engine's Dispatched watermark, which long polls wait on (nil: Wait is
+// ignored). storeHost is the engine's store host: message ids are made from it and the
+// physical offset, as the ids the engine hands to publishers are; the invalid AddrPort uses
+// each record's own STOREHOST field instead.
+func New(log *commitlog.Log, cq *consumequeue.Store, index *indexfile.Service, dispatched *stages.Watermark, storeHost netip.AddrPort) *Reader {
+	return &Reader{log: log, cq: cq, index: index, dispatched: dispatched, host: storeHost}
+}
+
+// use makes the log and index safe to use until release is called: a no-op for an engine's
+// Reader, a shared lock against Refresh for an offline one. It fails once the Reader is closed.
+func (r *Reader) use() (release func(), err error) {
+	if r.off == nil {
+		return noop, nil
+	}
+	r.off.mu.RLock()
+	if r.off.closed {
+		r.off.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	return r.off.mu.RUnlock, nil
+}
+
+func noop() {}
+
+// queue returns the ConsumeQueue (topic, queueID) or ErrUnknownQueue.
+func (r *Reader) queue(topic string, queueID int32) (*consumequeue.ConsumeQueue, error) {
+	if cq := r.cq.Find(topic, queueID); cq != nil {
+		return cq, nil
+	}
+	return nil, fmt.Errorf("%w: %s/%d", ErrUnknownQueue, topic, queueID)
+}
+
+// cursor reads records from the CommitLog while holding at most one segment: consecutive
+// records in one segment cost one reference, taken when the cursor enters the segment and
+// dropped when it leaves it or is released. Views it returns are valid until then.
+type cursor struct {
+	q *segment.Queue
+	f *segment.File
+}
+
+// view parses the record at phys in place. A phys at or past the end of the log (as far as
+// this Reader has it mapped) is errAhead; one no segment holds any more (retention deleted
+// it) is errGone; bytes there that are not a record wrap commitlog.ErrCorrupt.
+func (c *cursor) view(phys int64) (commitlog.View, error) {
+	if c.f == nil || phys < c.f.Base() || phys >= c.f.End() {
+		c.release()
+		f, err := c.q.Acquire(phys)
+		if err != nil {
+			if phys >= c.q.MaxOffset() {
+				return commitlog.View{}, fmt.Errorf("%w: %d", errAhead, phys)
+			}
+			return commitlog.View{}, fmt.Errorf("%w: %w", errGone, err)
+		}
+		c.f = f
+	}
+	pos, wrote := phys-c.f.Base(), c.f.Wrote()
+	if pos >= wrote {
+		return commitlog.View{}, fmt.Errorf("%w: %d", errAhead, phys)
+	}
+	return commitlog.Parse(c.f.Data()[pos:wrote])
+}
+
+// release drops the segment the cursor holds.
+func (c *cursor) release() {
+	if c.f != nil {
+		c.f.Release()
+		c.f = nil
+	}
+}
+
+var (
+	// errGone marks a record that is not in the log any more.
+	errGone = errors.New("reader: record no longer in the log")
+	// errAhead marks an offset past the end of the log. An engine's Reader meets it only for
+	// ids that name nothing; an offline Reader also for records written after its CommitLog
+	// was mapped, whose units a ConsumeQueue Refresh already shows.
+	errAhead = errors.New("reader: offset past the end of the log")
+)
