@@ -21,6 +21,7 @@ import (
 	appender "github.com/rocketstore/engine/append"
 	"github.com/rocketstore/engine/dispatch"
 	"github.com/rocketstore/engine/flushers"
+	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/checkpoint"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
@@ -54,10 +55,16 @@ type Engine struct {
 	flusher    *flushers.CommitLog
 	dispatcher *dispatch.Dispatcher
 
+	reader  *reader.Reader
+	offsets *reader.ConsumerOffsets
+
 	// producers guards sends on in: Submit holds it shared, Close takes it exclusively to close
 	// in once no send is under way.
 	producers sync.RWMutex
 	closed    bool
+	// reads guards the stores against unmapping under a read: reads hold it shared.
+	reads        sync.RWMutex
+	storesClosed bool
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -109,6 +116,9 @@ func Open(opts Options) (_ *Engine, err error) {
 		}
 	}
 	e.builder = dispatch.NewBuilder(e.cq, e.index, nil)
+	if e.offsets, err = reader.OpenConsumerOffsets(fsys, opts.Dir); err != nil {
+		return nil, err
+	}
 
 	next, err := e.recover(cp, clean)
 	if err != nil {
@@ -125,6 +135,7 @@ func Open(opts Options) (_ *Engine, err error) {
 	}
 	end := e.log.MaxOffset()
 	e.written, e.durable, e.dispatched = stages.NewWatermark(end), stages.NewWatermark(end), stages.NewWatermark(end)
+	e.reader = reader.New(e.log, e.cq, e.index, e.dispatched, opts.StoreHost)
 	ckp := e.checkpointer()
 	if err := ckp.Thorough(); err != nil {
 		return nil, fmt.Errorf("checkpoint after recovery: %w", err)
@@ -178,6 +189,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	e.group.Go("allocate", alloc.Run)
 	e.group.Go("acks", ack.Run)
 	e.group.Go("append", e.appender.Run)
+	e.group.Go("offsets", func(ctx context.Context) error { return e.persistOffsets(ctx, o.OffsetPersistInterval) })
 }
 
 func (e *Engine) checkpointer() *flushers.Checkpointer {
@@ -279,6 +291,9 @@ func (e *Engine) Abort() error {
 }
 
 func (e *Engine) closeStores() error {
+	e.reads.Lock()
+	e.storesClosed = true
+	e.reads.Unlock()
 	var errs []error
 	if e.index != nil {
 		errs = append(errs, e.index.Close())

@@ -84,6 +84,8 @@ type Options struct {
 	CQFlushThoroughInterval time.Duration
 	// SlowSync is the sync time above which a warning is logged (1 s).
 	SlowSync time.Duration
+	// OffsetPersistInterval is how often consumer offsets are written (RocketMQ's 5 s).
+	OffsetPersistInterval time.Duration
 
 	// Now is the store clock (time.Now).
 	Now func() time.Time
@@ -119,6 +121,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DedupeMax == 0 {
 		o.DedupeMax = 500_000
+	}
+	if o.OffsetPersistInterval == 0 {
+		o.OffsetPersistInterval = 5 * time.Second
 	}
 	if o.SlowSync == 0 {
 		o.SlowSync = time.Second
