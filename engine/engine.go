@@ -65,8 +65,8 @@ type Engine struct {
 	// reads guards the stores against unmapping under a read: reads hold it shared.
 	reads        sync.RWMutex
 	storesClosed bool
-	closeOnce sync.Once
-	closeErr  error
+	closeOnce    sync.Once
+	closeErr     error
 }
 
 // Open opens the store in opts.Dir (creating it if needed), recovers it and starts the pipeline.
