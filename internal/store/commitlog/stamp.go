@@ -69,10 +69,16 @@ func propCRCValue(entry []byte) (v int64, ok bool) {
 // hasPropCRC reports whether props end with a __CRC32# entry (any 10 bytes for the digits): where
 // the writer reserves it. The bytes before it need no check: the CRC covers them.
 func hasPropCRC(props []byte) bool {
-	if len(props) < PropCRCLen {
+	n := len(props) - PropCRCLen
+	if n < 0 {
 		return false
 	}
-	e := props[len(props)-PropCRCLen:]
+	// A whole entry: at the start or after a separator. Otherwise the tail of some other
+	// property (named "x__CRC32#", say) would pass for the entry and fail the check.
+	if n > 0 && props[n-1] != PropertySeparator {
+		return false
+	}
+	e := props[n:]
 	return string(e[:len(propCRCEntryPrefix)]) == propCRCEntryPrefix && e[PropCRCLen-1] == PropertySeparator
 }
 
