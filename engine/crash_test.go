@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bytes"
+	"context"
+	"slices"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -15,7 +17,7 @@ import (
 // ack's position with its body, every queue is a gap-free prefix of what was written to it, and
 // new messages continue the offsets.
 func TestCrashKeepsAckedMessages(t *testing.T) {
-	seeds := 120
+	seeds := 500
 	if testing.Short() {
 		seeds = 30
 	}
@@ -58,6 +60,25 @@ func TestCrashKeepsAckedMessages(t *testing.T) {
 						t.Fatalf("%s@%d: record %s@%d %q", key, off, v.Topic(), v.QueueOffset(), v.Body()[:20])
 					}
 					release()
+				}
+			}
+			// The index agrees: every acked message is found by its unique key and by its key.
+			for _, rs := range acked {
+				for _, r := range rs {
+					v, release, err := e2.log.Read(r.PhysOffset)
+					if err != nil {
+						t.Fatal(err)
+					}
+					uniq, _ := v.UniqKey()
+					id := string(uniq)
+					release()
+					found, err := e2.Query(context.Background(), QueryRequest{Topic: r.Topic, Key: id})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !slices.ContainsFunc(found, func(m ReadMessage) bool { return m.PhysicalOffset == r.PhysOffset }) {
+						t.Fatalf("%s: %s at %d not found by its unique key (%d found)", r.Topic, id, r.PhysOffset, len(found))
+					}
 				}
 			}
 			more := putMany(t, e2, 3, 30, 100000)

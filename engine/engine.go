@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	appender "github.com/rocketstore/engine/append"
 	"github.com/rocketstore/engine/dispatch"
@@ -67,6 +68,7 @@ type Engine struct {
 	storesClosed bool
 	closeOnce    sync.Once
 	closeErr     error
+	aborted      atomic.Bool
 }
 
 // Open opens the store in opts.Dir (creating it if needed), recovers it and starts the pipeline.
@@ -85,7 +87,7 @@ func Open(opts Options) (_ *Engine, err error) {
 	}
 	defer func() {
 		if err != nil {
-			e.closeStores()
+			e.closeStores(true)
 		}
 	}()
 	clean := true
@@ -275,7 +277,7 @@ func (e *Engine) Close() error {
 		default:
 			e.opts.Logger.Error().Err(err).Msg("pipeline stopped with an error; the next start will recover")
 		}
-		e.closeErr = errors.Join(err, e.closeStores())
+		e.closeErr = errors.Join(err, e.closeStores(e.aborted.Load()))
 	})
 	return e.closeErr
 }
@@ -286,17 +288,23 @@ var errAborted = errors.New("engine: aborted")
 // cache): nothing more is written or synced, and the abort file stays, so the next Open
 // recovers. Pending publishers get an error reply.
 func (e *Engine) Abort() error {
+	e.aborted.Store(true)
 	e.group.Cancel(errAborted)
 	return e.Close()
 }
 
-func (e *Engine) closeStores() error {
+// closeStores unmaps everything; after an abort it flushes nothing more, as a crash would.
+func (e *Engine) closeStores(abort bool) error {
 	e.reads.Lock()
 	e.storesClosed = true
 	e.reads.Unlock()
 	var errs []error
 	if e.index != nil {
-		errs = append(errs, e.index.Close())
+		if abort {
+			errs = append(errs, e.index.Abandon())
+		} else {
+			errs = append(errs, e.index.Close())
+		}
 	}
 	if e.cq != nil {
 		errs = append(errs, e.cq.Close())

@@ -29,8 +29,10 @@ type Recovery struct {
 	Tail    string
 	Corrupt string
 	Cut     int64
-	// IndexDropped lists IndexFiles dropped because they held entries past the end.
-	IndexDropped []string
+	// IndexDropped lists IndexFiles dropped because they held entries past the end;
+	// IndexEntriesDropped counts entries of the newest file dropped as unsound after a crash.
+	IndexDropped        []string
+	IndexEntriesDropped int64
 	Took         time.Duration
 }
 
@@ -64,6 +66,21 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 		// keep each queue only up to its last unit below from that matches its record.
 		if err := e.cq.TruncateUnverifiedAll(from, e.unitMatchesRecord); err != nil {
 			return nil, fmt.Errorf("check consumequeues: %w", err)
+		}
+	}
+	if e.index != nil && cp.Ext.Valid && !clean {
+		// The newest IndexFile's unflushed tail may be torn, and a slot pointing at a lost entry
+		// hides every older entry of its chain: keep the sound entries below from, relink the
+		// chains, and re-index what was dropped below from (re-dispatch does the rest).
+		rebuildFrom, dropped, err := e.index.RelinkLast(from)
+		if err != nil {
+			return nil, fmt.Errorf("relink index: %w", err)
+		}
+		rep.IndexEntriesDropped = int64(dropped)
+		if rebuildFrom >= 0 && rebuildFrom < from {
+			if _, err := e.log.Each(max(rebuildFrom, e.log.MinOffset()), from, commitlog.Check{}, e.builder.Apply); err != nil {
+				return nil, fmt.Errorf("re-index from %d: %w", rebuildFrom, err)
+			}
 		}
 	}
 	if e.index != nil && !cp.Ext.Valid && !clean {

@@ -282,7 +282,13 @@ func (s *Service) Flush() error {
 // Close flushes every file and drops the service's references (RocketMQ flushes index files at
 // shutdown). Files stay mapped until running queries release them. Later calls fail with
 // ErrClosed.
-func (s *Service) Close() error {
+func (s *Service) Close() error { return s.close(true) }
+
+// Abandon drops the service's references without flushing, as a crash would leave the files:
+// for an engine that stops without draining.
+func (s *Service) Abandon() error { return s.close(false) }
+
+func (s *Service) close(flush bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -291,7 +297,7 @@ func (s *Service) Close() error {
 	s.closed = true
 	var errs []error
 	for _, f := range s.files {
-		if !s.opts.ReadOnly {
+		if flush && !s.opts.ReadOnly {
 			errs = append(errs, f.Flush())
 		}
 	}
