@@ -3,9 +3,9 @@ package engine
 import (
 	"bytes"
 	"context"
-	"slices"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/rocketstore/engine/internal/vfs"

@@ -33,7 +33,7 @@ type Recovery struct {
 	// IndexEntriesDropped counts entries of the newest file dropped as unsound after a crash.
 	IndexDropped        []string
 	IndexEntriesDropped int64
-	Took         time.Duration
+	Took                time.Duration
 }
 
 // recover brings the derived files in line with the CommitLog, the only truth: it finds where
