@@ -59,6 +59,8 @@ type Engine struct {
 	reader  *reader.Reader
 	offsets *reader.ConsumerOffsets
 
+	retention *retention // retention.go: deletes old files, refuses writes on a full disk
+
 	// producers guards sends on in: Submit holds it shared, Close takes it exclusively to close
 	// in once no send is under way.
 	producers sync.RWMutex
@@ -78,6 +80,9 @@ func Open(opts Options) (_ *Engine, err error) {
 	}
 	opts = opts.withDefaults()
 	e := &Engine{opts: opts}
+	if e.retention, err = newRetention(e); err != nil {
+		return nil, err
+	}
 	fsys := opts.FS
 	if err := fsys.MkdirAll(opts.Dir); err != nil {
 		return nil, err
@@ -139,6 +144,15 @@ func Open(opts Options) (_ *Engine, err error) {
 	e.written, e.durable, e.dispatched = stages.NewWatermark(end), stages.NewWatermark(end), stages.NewWatermark(end)
 	e.reader = reader.New(e.log, e.cq, e.index, e.dispatched, opts.StoreHost)
 	ckp := e.checkpointer()
+	// From here on every record carries the whole-record CRC, unless turned off; a store that
+	// already had it from an earlier offset keeps that one.
+	ckp.PropCRCFrom = -1
+	if !opts.NoPropCRC {
+		ckp.PropCRCFrom = end
+		if from := propCRCFrom(cp); from >= 0 && from <= end {
+			ckp.PropCRCFrom = from
+		}
+	}
 	if err := ckp.Thorough(); err != nil {
 		return nil, fmt.Errorf("checkpoint after recovery: %w", err)
 	}
@@ -178,13 +192,16 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		Log: e.log, In: e.in, Out: acks, Written: e.written, Dispatched: e.dispatched,
 		MaxLag: o.MaxDispatchLag, MaxBatch: o.MaxAppendBatch, NextOffsets: next,
 		DedupeWindow: o.DedupeWindow, DedupeMax: dedupeMax, Kick: kick, Now: o.Now,
+		Gate: e.retention.gate,
 	})
+	e.retention.checkDisk(o.Now()) // before the first batch: a full disk refuses from the start
 	alloc := &appender.Allocator{Prepare: e.log.PrepareNext, Kick: kick, Log: o.Logger.With().Str("stage", "allocate").Logger()}
 	if !o.NoPrefault {
 		alloc.Warm = e.log.WarmActive
 	}
 	ack := &stages.Acks{In: acks, Level: level, Durable: e.durable}
 
+	go e.reap()
 	e.group.Go("checkpoint", ckp.Run)
 	e.group.Go("dispatch", e.dispatcher.Run)
 	e.group.Go("flush", e.flusher.Run)
@@ -192,6 +209,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	e.group.Go("acks", ack.Run)
 	e.group.Go("append", e.appender.Run)
 	e.group.Go("offsets", func(ctx context.Context) error { return e.persistOffsets(ctx, o.OffsetPersistInterval) })
+	e.group.Go("retention", e.retention.run)
 }
 
 func (e *Engine) checkpointer() *flushers.Checkpointer {
@@ -203,6 +221,7 @@ func (e *Engine) checkpointer() *flushers.Checkpointer {
 		},
 		Interval: o.CQFlushInterval, LeastPages: o.CQFlushLeastPages, ThoroughInterval: o.CQFlushThoroughInterval,
 		Logger: o.Logger.With().Str("stage", "checkpoint").Logger(),
+		Saved:  e.retention.checkpointed, // retention deletes only below the last checkpoint
 	}
 	if e.index != nil {
 		c.Index = e.index
@@ -243,12 +262,48 @@ func (e *Engine) Submit(ctx context.Context, b *stages.Batch) error {
 		return ErrClosed
 	}
 	select {
+	case <-e.group.Done():
+		return fmt.Errorf("%w: %w", ErrClosed, e.group.Err())
+	default:
+	}
+	select {
 	case e.in <- b:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-e.group.Done():
 		return fmt.Errorf("%w: %w", ErrClosed, e.group.Err())
+	}
+}
+
+// reap answers what is left in the writer's inbox once every stage has stopped, so that no
+// producer waits for ever on a batch nobody will take: after a fatal error the writer is gone
+// while Submit may still have put a batch in. It takes the producers' lock, so nothing is being
+// sent while it drains, and marks the engine closed for later sends.
+func (e *Engine) reap() {
+	<-e.group.Done()
+	err := e.group.Wait()
+	if err == nil {
+		err = ErrClosed
+	}
+	e.producers.Lock()
+	defer e.producers.Unlock()
+	e.closed = true
+	for {
+		select {
+		case b, ok := <-e.in:
+			if !ok {
+				return
+			}
+			for i := range b.Records {
+				if b.Records[i].Err == nil {
+					b.Records[i].Err = fmt.Errorf("%w: %w", ErrClosed, err)
+				}
+			}
+			b.Done(b)
+		default:
+			return
+		}
 	}
 }
 
@@ -266,7 +321,7 @@ func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.producers.Lock()
 		e.closed = true
-		close(e.in)
+		close(e.in) // only Close closes it (the reaper only drains it)
 		e.producers.Unlock()
 		err := e.group.Wait()
 		switch {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"net/netip"
 	"time"
 
@@ -87,7 +88,31 @@ type Options struct {
 	// OffsetPersistInterval is how often consumer offsets are written (RocketMQ's 5 s).
 	OffsetPersistInterval time.Duration
 
-	// Now is the store clock (time.Now).
+	// Retention (RocketMQ's CleanCommitLogService, STORE-FORMAT §10; see retention.go). Every
+	// CleanInterval (10 s; the first pass after CleanFirstDelay, 60 s) a pass deletes the oldest
+	// CommitLog segments whose file mtime is older than FileReservedTime (72 h), only at the
+	// local hours of DeleteWhen ("04"; ';'-separated, e.g. "04;16") unless disk use is above
+	// DiskMaxUsedRatio (0.75; then at any hour); above DiskCleanForciblyRatio (0.85) it deletes
+	// the oldest segments whatever their age. At most DeleteFilesPerPass (10) segments go per
+	// pass, never the one being written. Above DiskWarningRatio (0.90) writes are refused with
+	// a *DiskFullError (errors.Is ENOSPC: ingress replies 507) until use falls back to it.
+	// Ratios are fractions of the file system (used / (used + available)), compared with the
+	// use rounded up to whole percent, and clamped like RocketMQ's: DiskMaxUsedRatio to
+	// [0.10, 0.95], DiskCleanForciblyRatio to [0.30, 0.85], DiskWarningRatio to [0.35, 0.90].
+	FileReservedTime       time.Duration
+	DeleteWhen             string
+	CleanInterval          time.Duration
+	CleanFirstDelay        time.Duration
+	DiskMaxUsedRatio       float64
+	DiskCleanForciblyRatio float64
+	DiskWarningRatio       float64
+	DeleteFilesPerPass     int
+	// NoRetention turns scheduled deletion off: files are kept whatever their age and the
+	// disk use. Writes are still refused above DiskWarningRatio, and Engine.DeleteExpired
+	// still deletes expired segments when asked.
+	NoRetention bool
+
+	// Now is the store clock (time.Now). Retention reads it for file ages and the hour.
 	Now func() time.Time
 }
 
@@ -131,5 +156,13 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	o.FileReservedTime = cmp.Or(o.FileReservedTime, 72*time.Hour)
+	o.DeleteWhen = cmp.Or(o.DeleteWhen, "04")
+	o.CleanInterval = cmp.Or(o.CleanInterval, 10*time.Second)
+	o.CleanFirstDelay = cmp.Or(o.CleanFirstDelay, time.Minute)
+	o.DiskMaxUsedRatio = min(max(cmp.Or(o.DiskMaxUsedRatio, 0.75), 0.10), 0.95)
+	o.DiskCleanForciblyRatio = min(max(cmp.Or(o.DiskCleanForciblyRatio, 0.85), 0.30), 0.85)
+	o.DiskWarningRatio = min(max(cmp.Or(o.DiskWarningRatio, 0.90), 0.35), 0.90)
+	o.DeleteFilesPerPass = cmp.Or(o.DeleteFilesPerPass, 10)
 	return o
 }

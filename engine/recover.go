@@ -64,7 +64,8 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 	if !clean {
 		// Units written after the last flush may be torn into something that looks valid:
 		// keep each queue only up to its last unit below from that matches its record.
-		if err := e.cq.TruncateUnverifiedAll(from, e.unitMatchesRecord); err != nil {
+		// Units of records retention deleted cannot be checked against them (retention.go).
+		if err := e.cq.TruncateUnverifiedAll(max(from, e.log.MinOffset()), e.unitVerifier(from)); err != nil {
 			return nil, fmt.Errorf("check consumequeues: %w", err)
 		}
 	}
@@ -96,8 +97,10 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 	builder := e.builder
 	log := e.opts.Logger
 	res, err := e.log.Recover(commitlog.RecoverOptions{
-		From:   from,
-		Sealed: sealed,
+		From:           from,
+		RequirePropCRC: propCRCFrom(cp) >= 0,
+		PropCRCFrom:    propCRCFrom(cp),
+		Sealed:         sealed,
 		// A clean shutdown writes its last checkpoint with everything synced and dispatched.
 		CleanEnd: clean && cp.Ext.Valid && cp.Ext.DispatchedOffset == cp.Ext.DurableOffset,
 		Check:    commitlog.Check{},
@@ -151,6 +154,15 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 	}
 	rep.Took = time.Since(start)
 	return next, nil
+}
+
+// propCRCFrom is where the last run's records all carry the whole-record CRC, from the
+// checkpoint (-1 when it does not say).
+func propCRCFrom(cp checkpoint.Checkpoint) int64 {
+	if !cp.Ext.Valid {
+		return -1
+	}
+	return cp.Ext.PropCRCFrom
 }
 
 // unitMatchesRecord says whether unit n of cq names a record of that queue at that offset.

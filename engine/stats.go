@@ -18,6 +18,17 @@ type Stats struct {
 	// Syncs of the CommitLog so far, and syncs per stored record.
 	Syncs          int64
 	SyncsPerRecord float64
+	// Disk and retention: DiskUsedRatio is the store file system's used fraction at the last
+	// check, rounded up to whole percent as RocketMQ does (-1: unknown); RefusingWrites is set
+	// while it is above DiskWarningRatio (writes fail with a *DiskFullError, Ready is not nil).
+	// MinOffset is the CommitLog's first offset. SegmentsDeleted and BytesDeleted count the
+	// CommitLog segments retention deleted, ConsumeQueueFilesDeleted and IndexFilesDeleted the
+	// derived files that went with them.
+	DiskUsedRatio                               float64
+	RefusingWrites                              bool
+	MinOffset                                   int64
+	SegmentsDeleted, BytesDeleted               int64
+	ConsumeQueueFilesDeleted, IndexFilesDeleted int64
 	// Ingress is set for a served engine: messages received, excluded, rejected, dropped by the
 	// NATS client (slow consumer), acks and error replies sent, worker queue depths.
 	Ingress *ingress.Stats
@@ -40,6 +51,7 @@ func (e *Engine) Stats() Stats {
 		DedupeSize:     a.DedupeSize,
 		Syncs:          e.flusher.Syncs(),
 	}
+	e.retentionStats(&st)
 	st.DispatchLag = st.Written - st.Dispatched
 	st.FlushLag = st.Written - st.Durable
 	if st.Records > 0 {

@@ -44,6 +44,9 @@ type Checkpointer struct {
 	Dispatched    *stages.Watermark
 	// Save writes the checkpoint (atomically).
 	Save func(checkpoint.Checkpoint) error
+	// PropCRCFrom is the CommitLog offset from which every record carries the whole-record CRC
+	// (-1: not every record does), recorded for recovery.
+	PropCRCFrom int64
 
 	// RocketMQ defaults: 1 s, 2 pages, 60 s.
 	Interval         time.Duration
@@ -107,7 +110,9 @@ func (c *Checkpointer) Thorough() error {
 		PhysicMsgTimestamp: ts,
 		LogicsMsgTimestamp: ts,
 		IndexMsgTimestamp:  indexTS,
-		Ext:                checkpoint.Ext{Valid: true, DurableOffset: durable, DispatchedOffset: dispatched},
+		Ext: checkpoint.Ext{
+			Valid: true, DurableOffset: durable, DispatchedOffset: dispatched, PropCRCFrom: c.PropCRCFrom,
+		},
 	}
 	if err := c.Save(cp); err != nil {
 		return err

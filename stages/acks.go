@@ -29,6 +29,10 @@ func (a *Acks) Run(ctx context.Context) error {
 			}
 			level := a.levelOf(b)
 			if err := level.Wait(ctx, b.End); err != nil {
+				if ctx.Err() != nil {
+					// The engine stopped: say why (a failed sync, say), not just "canceled".
+					err = fmt.Errorf("engine stopped: %w", context.Cause(ctx))
+				}
 				failAbove(b, level.Load(), err)
 			}
 			b.Done(b)

@@ -37,6 +37,10 @@ type Ext struct {
 	// DispatchedOffset is the CommitLog offset below which every record's ConsumeQueue and
 	// IndexFile entries are both built and flushed: recovery re-dispatches from here.
 	DispatchedOffset int64
+	// PropCRCFrom is the CommitLog offset from which every record carries the whole-record
+	// __CRC32# property (-1: not known). Recovery requires it there: damage to the property's
+	// own name would otherwise make it look absent, and the record pass on its body CRC alone.
+	PropCRCFrom int64
 }
 
 // minTimestampMargin is how far before the checkpoint's timestamps RocketMQ's abnormal

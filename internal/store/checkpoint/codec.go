@@ -20,11 +20,12 @@ const Size = 4096
 //	32  confirmPhyOffset     int64   RocketMQ
 //	40  magic "RSCK"         4 bytes
 //	44  version              uint16  1
-//	46  length               uint16  bytes from magic through crc: 28 in version 1
+//	46  length               uint16  bytes from magic through crc: 28 or 36 in version 1
 //	48  durableOffset        int64
 //	56  dispatchedOffset     int64
-//	64  crc                  uint32  CRC-32C (Castagnoli) of bytes [0, 40+length-4)
-//	68  zero up to 4096
+//	64  propCRCFrom          int64   (length 36) first offset from which every record has __CRC32#
+//	72  crc                  uint32  CRC-32C (Castagnoli) of bytes [0, 40+length-4)
+//	76  zero up to 4096
 //
 // The CRC covers RocketMQ's fields too, so that a torn or damaged header is caught, not only a
 // damaged extension. length lets a later version append fields that this one skips: the CRC is
@@ -35,6 +36,7 @@ const (
 	extOff         = rocketMQLen
 	extVersion     = 1
 	extLenV1       = 28
+	extLenV1b      = 36 // with propCRCFrom
 	extMaxLen      = Size - extOff
 )
 
@@ -69,10 +71,11 @@ func Encode(c Checkpoint) []byte {
 	}
 	copy(b[extOff:], extMagic[:])
 	be.PutUint16(b[extOff+4:], extVersion)
-	be.PutUint16(b[extOff+6:], extLenV1)
+	be.PutUint16(b[extOff+6:], extLenV1b)
 	be.PutUint64(b[extOff+8:], uint64(c.Ext.DurableOffset))
 	be.PutUint64(b[extOff+16:], uint64(c.Ext.DispatchedOffset))
-	crcOff := extOff + extLenV1 - 4
+	be.PutUint64(b[extOff+24:], uint64(c.Ext.PropCRCFrom))
+	crcOff := extOff + extLenV1b - 4
 	be.PutUint32(b[crcOff:], crc32.Checksum(b[:crcOff], castagnoli))
 	return b
 }
@@ -132,9 +135,14 @@ func decodeExt(page *[Size]byte) (Ext, error) {
 	if v := be.Uint16(page[extOff+4:]); v != extVersion {
 		return Ext{}, fmt.Errorf("%w: version %d, this code reads %d", ErrVersion, v, extVersion)
 	}
-	return Ext{
+	ext := Ext{
 		Valid:            true,
 		DurableOffset:    int64(be.Uint64(page[extOff+8:])),
 		DispatchedOffset: int64(be.Uint64(page[extOff+16:])),
-	}, nil
+		PropCRCFrom:      -1,
+	}
+	if n >= extLenV1b {
+		ext.PropCRCFrom = int64(be.Uint64(page[extOff+24:]))
+	}
+	return ext, nil
 }

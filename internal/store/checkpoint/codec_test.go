@@ -57,7 +57,7 @@ func TestRoundTripWithExtension(t *testing.T) {
 		if len(b) != Size {
 			t.Fatalf("encoded %d bytes", len(b))
 		}
-		if string(b[40:44]) != "RSCK" || !allZero(b[extOff+extLenV1:]) {
+		if string(b[40:44]) != "RSCK" || !allZero(b[extOff+extLenV1b:]) {
 			t.Fatalf("extension layout: %x", b[40:80])
 		}
 		got, err := Decode(b)
@@ -169,7 +169,7 @@ func TestTruncatedFile(t *testing.T) {
 	for n := range Size + 1 {
 		got, err := Decode(b[:n])
 		switch {
-		case n >= extOff+extLenV1:
+		case n >= extOff+extLenV1b:
 			if err != nil || got != c {
 				t.Fatalf("%d bytes: %+v, %v", n, got, err)
 			}
@@ -188,7 +188,7 @@ func TestTruncatedFile(t *testing.T) {
 func TestBytesPastTheExtensionIgnored(t *testing.T) {
 	c := Checkpoint{PhysicMsgTimestamp: 5, Ext: Ext{Valid: true, DurableOffset: 1}}
 	b := Encode(c)
-	for _, i := range []int{extOff + extLenV1, 1000, Size - 1} {
+	for _, i := range []int{extOff + extLenV1b, 1000, Size - 1} {
 		b[i] = 0xff
 	}
 	if got, err := Decode(b); err != nil || got != c {
@@ -203,10 +203,10 @@ func TestLongerExtensionAndOtherVersions(t *testing.T) {
 	c := Checkpoint{PhysicMsgTimestamp: 5, Ext: Ext{Valid: true, DurableOffset: 100, DispatchedOffset: 90}}
 	withLayout := func(version, length uint16) []byte {
 		b := Encode(c)
-		clear(b[extOff+extLenV1-4:])
+		clear(b[extOff+extLenV1b-4:])
 		binary.BigEndian.PutUint16(b[extOff+4:], version)
 		binary.BigEndian.PutUint16(b[extOff+6:], length)
-		for i := extOff + extLenV1 - 4; i < extOff+int(length)-4; i++ {
+		for i := extOff + extLenV1b - 4; i < extOff+int(length)-4; i++ {
 			b[i] = byte(i) // fields this version does not know
 		}
 		crcOff := extOff + int(length) - 4
@@ -227,6 +227,16 @@ func TestLongerExtensionAndOtherVersions(t *testing.T) {
 		if got.Ext.Valid || got.PhysicMsgTimestamp != 5 {
 			t.Fatalf("version %d: %+v", v, got)
 		}
+	}
+	// The first version's 28-byte extension (no propCRCFrom) still reads, as "not known".
+	old := Encode(c)
+	clear(old[extOff+extLenV1-4:])
+	binary.BigEndian.PutUint16(old[extOff+6:], extLenV1)
+	binary.BigEndian.PutUint32(old[extOff+extLenV1-4:], crc32.Checksum(old[:extOff+extLenV1-4], crc32.MakeTable(crc32.Castagnoli)))
+	want := c
+	want.Ext.PropCRCFrom = -1
+	if got, err := Decode(old); err != nil || got != want {
+		t.Fatalf("28-byte extension: %+v, %v", got, err)
 	}
 	for _, n := range []uint16{0, extLenV1 - 1, extMaxLen + 1, 0xffff} {
 		b := Encode(c)

@@ -41,6 +41,11 @@ type RecoverOptions struct {
 	OnRecord func(phys int64, v View) error
 	// OnSegment, when set, is called as each segment is entered (progress).
 	OnSegment func(name string, off int64)
+	// RequirePropCRC makes every record from PropCRCFrom on carry the whole-record __CRC32#
+	// property: damage to the property's own name would otherwise make it look absent, and the
+	// record pass on its body CRC alone.
+	RequirePropCRC bool
+	PropCRCFrom    int64
 	// CleanEnd says the log was closed cleanly with its end at From (the checkpoint written at
 	// shutdown says so): recovery then checks only that nothing starts there, instead of
 	// reading the whole unwritten rest of the segment, which costs seconds per GiB in page
@@ -85,6 +90,9 @@ func (l *Log) Recover(opts RecoverOptions) (Recovered, error) {
 			if v.PhysicalOffset() != phys {
 				return &CorruptError{Off: off, Reason: ReasonPhysOffset, Got: v.PhysicalOffset(), Want: phys}
 			}
+			if opts.RequirePropCRC && phys >= opts.PropCRCFrom && !v.HasPropCRC() {
+				return &CorruptError{Off: off, Reason: ReasonPropCRCMissing}
+			}
 			res.Records++
 			res.Bytes += int64(v.TotalSize())
 			if opts.OnRecord != nil {
@@ -94,7 +102,7 @@ func (l *Log) Recover(opts RecoverOptions) (Recovered, error) {
 		})
 		if tail == TailStopped {
 			ce, ok := errors.AsType[*CorruptError](err)
-			if !ok || ce.Reason != ReasonPhysOffset {
+			if !ok || (ce.Reason != ReasonPhysOffset && ce.Reason != ReasonPropCRCMissing) {
 				return res, err
 			}
 			tail = TailCorrupt

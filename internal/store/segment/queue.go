@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rocketstore/engine/internal/vfs"
 )
@@ -56,14 +57,16 @@ var ErrOutOfRange = errors.New("segment: offset out of range")
 // Queue is the ordered set of files that make up one log: files are contiguous, each starting
 // where the previous one ends, and named by their base offset.
 //
-// The file list is copy-on-write, so readers find files without a lock. Mutations (Roll,
-// DeleteFirst, TruncateTo) are serialised by mu; creating files (Roll, PrepareNext) by allocMu,
-// so that a roll waits for a file being allocated ahead rather than racing to create it.
+// The file list is copy-on-write, so readers find files without a lock. Changes to the list
+// (Roll, DeleteFirst, TruncateTo) are serialised by mu, whole DeleteFirst calls (with their
+// unlinks) by delMu; creating files (Roll, PrepareNext) by allocMu, so that a roll waits for a
+// file being allocated ahead rather than racing to create it.
 type Queue struct {
 	opts  Options
 	files atomic.Pointer[[]*File]
 
 	mu      sync.Mutex
+	delMu   sync.Mutex // one DeleteFirst at a time, through its unlinks
 	allocMu sync.Mutex
 	ready   *File // the next file, allocated ahead; guarded by allocMu
 	// preparing is the base of the file PrepareNext is making or has made (-1: none), so that
@@ -210,6 +213,16 @@ func (q *Queue) File(off int64) *File {
 	return fs[i]
 }
 
+// ModTime is f's modification time as the file system reports it: the age RocketMQ's
+// retention goes by (MappedFile.getLastModifiedTimestamp).
+func (q *Queue) ModTime(f *File) (time.Time, error) {
+	st, err := q.opts.FS.Stat(f.Name())
+	if err != nil {
+		return time.Time{}, err
+	}
+	return st.ModTime, nil
+}
+
 // Acquire returns the file that holds offset off with a reader's reference taken; the caller
 // must Release it. It fails with ErrOutOfRange when no file holds off and with ErrDeleted when
 // the file was deleted in the meantime.
@@ -337,9 +350,15 @@ func (q *Queue) Flush(target int64) error {
 		}
 		f := q.File(where)
 		if f == nil {
+			if q.flushedWhere.Load() > where {
+				continue // retention deleted the file (see DeleteFirst)
+			}
 			return nil
 		}
 		if !f.Acquire() {
+			if q.flushedWhere.Load() > where {
+				continue // retention deleted the file: its bytes need no flush (see DeleteFirst)
+			}
 			return fmt.Errorf("%w: flush %s", ErrDeleted, f.Name())
 		}
 		err := f.Flush(target - f.Base())
@@ -349,38 +368,79 @@ func (q *Queue) Flush(target int64) error {
 			return err
 		}
 		if next <= where {
+			if q.flushedWhere.Load() > where {
+				continue // the file was deleted while it was flushed
+			}
 			return nil // nothing more has been written
 		}
-		q.flushedWhere.Store(next)
+		q.advanceFlushed(next)
+	}
+}
+
+// advanceFlushed moves flushedWhere up to off, never down: DeleteFirst may have moved it past
+// a file that a flush was still syncing.
+func (q *Queue) advanceFlushed(off int64) {
+	for {
+		cur := q.flushedWhere.Load()
+		if off <= cur || q.flushedWhere.CompareAndSwap(cur, off) {
+			return
+		}
 	}
 }
 
 // DeleteFirst deletes files from the oldest on while del says so, at most max of them, and
-// never the last file. It stops at the first file del keeps. Deleted files are unlinked at once
-// and unmapped when their last reader releases them. It returns the names it deleted.
+// never the last file. It stops at the first file del keeps. Deleted files leave the queue at
+// once and are unmapped when their last reader releases them. It returns the names it deleted.
+//
+// Files are unlinked oldest first, each unlink made durable before the next, so that a crash
+// in the middle leaves the files that remain contiguous (Open refuses a gap); the writer's Roll
+// does not wait for those directory syncs. If an unlink fails, the files after it stay on disk
+// (out of the queue, they come back at the next Open and are deleted again later).
+//
+// The flushed offset moves up to the first file kept: bytes that are gone need no flush, and a
+// flush that was on its way into a deleted file goes on with the next one instead of stalling
+// below the queue's start.
 func (q *Queue) DeleteFirst(max int, del func(*File) bool) ([]string, error) {
+	if q.opts.ReadOnly {
+		return nil, fmt.Errorf("segment: %s is read-only", q.opts.Dir)
+	}
+	q.delMu.Lock()
+	defer q.delMu.Unlock()
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	fs := q.Files()
 	n := 0
 	for n < max && n < len(fs)-1 && del(fs[n]) {
 		n++
 	}
 	if n == 0 {
+		q.mu.Unlock()
 		return nil, nil
 	}
+	// Before the list changes and before any release: a flush that then misses a deleted file
+	// in the list, or fails to acquire it, sees the flushed offset past it.
+	q.advanceFlushed(fs[n].Base())
 	rest := append([]*File(nil), fs[n:]...)
 	q.files.Store(&rest)
+	q.mu.Unlock()
+
 	var names []string
 	var errs []error
+	failed := false
 	for _, f := range fs[:n] {
-		if err := q.opts.FS.Remove(f.Name()); err != nil {
-			errs = append(errs, err)
+		if !failed {
+			if err := q.opts.FS.Remove(f.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("segment: delete %s: %w", f.Name(), err))
+				failed = true
+			} else {
+				names = append(names, f.Name())
+				if err := q.opts.FS.SyncDir(q.opts.Dir); err != nil {
+					errs = append(errs, fmt.Errorf("segment: delete %s: %w", f.Name(), err))
+					failed = true
+				}
+			}
 		}
-		names = append(names, f.Name())
 		errs = append(errs, f.Release())
 	}
-	errs = append(errs, q.opts.FS.SyncDir(q.opts.Dir))
 	return names, errors.Join(errs...)
 }
 

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rocketstore/engine/internal/vfs"
 )
@@ -364,5 +366,129 @@ func BenchmarkCopyIntoSegment(b *testing.B) {
 				pos += int64(len(rec))
 			}
 		})
+	}
+}
+
+// Deleting files that were not flushed yet moves the flushed offset past them, so flushing
+// neither stalls below the queue's start nor fails on a deleted file.
+func TestDeleteUnflushedMovesFlushed(t *testing.T) {
+	q := openQueue(t, vfs.NewMem(), "/q", 0)
+	defer q.Close()
+	fill(t, q, 4*testSize+10)
+	if q.FlushedWhere() != 0 {
+		t.Fatalf("flushed %d before any flush", q.FlushedWhere())
+	}
+	if _, err := q.DeleteFirst(2, func(*File) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if q.FlushedWhere() != 2*testSize {
+		t.Fatalf("flushed %d after deleting two files, want %d", q.FlushedWhere(), 2*testSize)
+	}
+	if err := q.Flush(q.MaxOffset()); err != nil || q.FlushedWhere() != q.MaxOffset() {
+		t.Fatalf("flushed to %d of %d: %v", q.FlushedWhere(), q.MaxOffset(), err)
+	}
+	// Deleting flushed files never moves it back.
+	if _, err := q.DeleteFirst(1, func(*File) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if q.FlushedWhere() != q.MaxOffset() {
+		t.Fatalf("flushed %d, want %d", q.FlushedWhere(), q.MaxOffset())
+	}
+}
+
+// A flusher and a deleter race: flushing never fails and ends at the end.
+func TestFlushConcurrentWithDelete(t *testing.T) {
+	for range 20 {
+		q := openQueue(t, vfs.NewMem(), "/q", 0)
+		fill(t, q, 12*testSize+10)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for range 6 {
+				if _, err := q.DeleteFirst(2, func(*File) bool { return true }); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		if err := q.Flush(q.MaxOffset()); err != nil {
+			t.Error(err)
+		}
+		wg.Wait()
+		if err := q.Flush(q.MaxOffset()); err != nil || q.FlushedWhere() != q.MaxOffset() {
+			t.Fatalf("flushed to %d of %d: %v", q.FlushedWhere(), q.MaxOffset(), err)
+		}
+		q.Close()
+	}
+}
+
+func TestModTime(t *testing.T) {
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	q := openQueue(t, vfs.NewMem(vfs.WithClock(func() time.Time { return now })), "/q", 0)
+	defer q.Close()
+	fill(t, q, 10)
+	if mt, err := q.ModTime(q.First()); err != nil || !mt.Equal(now) {
+		t.Fatalf("mtime %v: %v", mt, err)
+	}
+}
+
+// recordFS records the removals and directory syncs made through it.
+type recordFS struct {
+	vfs.FS
+	mu  sync.Mutex
+	ops []string
+}
+
+func (r *recordFS) Remove(name string) error {
+	r.mu.Lock()
+	r.ops = append(r.ops, "remove "+filepath.Base(name))
+	r.mu.Unlock()
+	return r.FS.Remove(name)
+}
+
+func (r *recordFS) SyncDir(dir string) error {
+	r.mu.Lock()
+	r.ops = append(r.ops, "syncdir")
+	r.mu.Unlock()
+	return r.FS.SyncDir(dir)
+}
+
+// Files are unlinked oldest first, each unlink durable before the next, so that a crash in
+// the middle leaves the remaining files contiguous.
+func TestDeleteFirstUnlinksInOrder(t *testing.T) {
+	rec := &recordFS{FS: vfs.NewMem()}
+	q := openQueue(t, rec, "/q", 0)
+	defer q.Close()
+	fill(t, q, 5*testSize+1)
+	rec.ops = nil
+	names, err := q.DeleteFirst(3, func(*File) bool { return true })
+	if err != nil || len(names) != 3 {
+		t.Fatalf("deleted %v: %v", names, err)
+	}
+	want := []string{"remove " + Name(0), "syncdir", "remove " + Name(testSize), "syncdir", "remove " + Name(2*testSize), "syncdir"}
+	if fmt.Sprint(rec.ops) != fmt.Sprint(want) {
+		t.Fatalf("ops %v, want %v", rec.ops, want)
+	}
+}
+
+// A failed unlink stops the deletion there: the files after it stay on disk, out of the
+// queue, and the directory still opens (contiguous from the first file left).
+func TestDeleteFirstStopsAtFailedUnlink(t *testing.T) {
+	mem := vfs.NewMem()
+	fsys := vfs.NewFaulty(mem, vfs.OnNth(vfs.OpRemove, 2, syscall.EIO))
+	q := openQueue(t, fsys, "/q", 0)
+	fill(t, q, 5*testSize+1)
+	names, err := q.DeleteFirst(3, func(*File) bool { return true })
+	if !errors.Is(err, syscall.EIO) || len(names) != 1 || names[0] != filepath.Join("/q", Name(0)) {
+		t.Fatalf("deleted %v: %v", names, err)
+	}
+	if q.MinOffset() != 3*testSize {
+		t.Fatalf("queue starts at %d", q.MinOffset())
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q2 := openQueue(t, mem, "/q", 0)
+	defer q2.Close()
+	if q2.MinOffset() != testSize || len(q2.Files()) != 5 {
+		t.Fatalf("reopened from %d with %d files", q2.MinOffset(), len(q2.Files()))
 	}
 }
