@@ -84,7 +84,7 @@ func flipBit(t *testing.T, logDir string, segSize, off int64, bit uint) {
 }
 
 // setCheckpoint rewrites the checkpoint's offsets, as if it had been written at another moment.
-func setCheckpoint(t *testing.T, dir string, dispatched, durable int64) {
+func setCheckpoint(t testing.TB, dir string, dispatched, durable int64) {
 	t.Helper()
 	path := filepath.Join(dir, checkpoint.FileName)
 	cp, err := checkpoint.Load(vfs.Default, path)
