@@ -39,6 +39,18 @@ type NATSOptions struct {
 	// JetStream, when set, pulls from an existing JetStream stream through a durable consumer
 	// instead of subscribing to Subjects, and acks each message once it is durable here.
 	JetStream *ingress.JetStreamSource
+
+	// The read API (package engine/api), a micro service named "rocketstore" on the engine's
+	// connection. NoReadAPI turns it off. APIPrefix is its subjects' prefix (api.DefaultPrefix,
+	// "$RS.API"; a prefix without '$' is excluded from ingress). MaxLongPolls bounds the gets
+	// waiting at a queue's head at once (DefaultMaxLongPolls), MaxReplays the replays running
+	// at once (DefaultMaxReplays). Version is the engine's version the service shows (semver;
+	// anything else is shown as 0.0.0-<it>, DefaultVersion when empty).
+	NoReadAPI    bool
+	APIPrefix    string
+	MaxLongPolls int
+	MaxReplays   int
+	Version      string
 }
 
 // payloadHeadroom is what the embedded server accepts above the body limit, so that a body just
@@ -53,6 +65,7 @@ type Server struct {
 	nats   *server.Server // nil with an external server
 	conn   *nats.Conn
 	ing    *ingress.Ingress
+	api    *apiService // nil with NoReadAPI
 	runErr chan error
 	opts   NATSOptions
 }
@@ -82,6 +95,9 @@ func Serve(opts Options, nopts NATSOptions) (_ *Server, err error) {
 		nats.Name(cmpOr(nopts.Name, "rocketstore")),
 		nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(false),
+		// What this connection publishes (acks, API replies, replays) never comes back to its
+		// own subscriptions: a replay onto a stored subject is not stored again.
+		nats.NoEcho(),
 		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
 			if c.IsClosed() {
 				return // our own Close at shutdown, not a lost connection
@@ -110,6 +126,11 @@ func Serve(opts Options, nopts NATSOptions) (_ *Server, err error) {
 		log.Warn().Int64("server_max_payload", s.conn.MaxPayload()).Int64("max_body", need).
 			Msgf("the NATS server's max_payload is below the body limit: set max_payload to at least %d so that large bodies reach the engine (and get a clear error when over the limit)", need+payloadHeadroom)
 	}
+	if !nopts.NoReadAPI {
+		if s.api, err = startAPI(s.Engine, s.conn, nopts, log); err != nil {
+			return nil, err
+		}
+	}
 	s.ing, err = ingress.New(ingress.Config{
 		Conn: s.conn, Out: s.Engine.in, Subjects: nopts.Subjects, QueueGroup: nopts.QueueGroup,
 		TopicTokens: nopts.TopicTokens, QueuesPerTopic: nopts.QueuesPerTopic,
@@ -117,7 +138,7 @@ func Serve(opts Options, nopts NATSOptions) (_ *Server, err error) {
 		Encode:    &commitlog.EncodeOptions{PropCRC: !opts.NoPropCRC, MaxBodySize: opts.MaxBodySize},
 		StoreHost: opts.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
 		NoReply: nopts.NoReply, Logger: log, Clock: opts.Now, // ingress adds its stage field
-		JetStream: nopts.JetStream,
+		JetStream: nopts.JetStream, Exclude: apiExcluded(nopts),
 	})
 	if err != nil {
 		return nil, err
@@ -154,8 +175,9 @@ func (s *Server) Ingress() *ingress.Ingress { return s.ing }
 func (s *Server) Done() <-chan struct{} { return s.Engine.Done() }
 
 // Shutdown stops taking messages (the subscriptions drain: what was received is stored and
-// acked), drains every stage in order, writes the last checkpoint, removes the abort file, and
-// closes the connection and the embedded server.
+// acked), stops the read API (long polls are answered 503, replays end, and every request under
+// way finishes before the engine closes), drains every stage in order, writes the last
+// checkpoint, removes the abort file, and closes the connection and the embedded server.
 func (s *Server) Shutdown() error {
 	var errs []error
 	if s.ing != nil {
@@ -168,10 +190,14 @@ func (s *Server) Shutdown() error {
 	return errors.Join(errs...)
 }
 
-// closeAll closes the engine (its acks go out on the connection), then the connection, then
-// the embedded server.
+// closeAll stops the read API (waiting for the requests under way, so that none reads a closed
+// store), closes the engine (its acks go out on the connection), then the connection, then the
+// embedded server.
 func (s *Server) closeAll() error {
 	var errs []error
+	if s.api != nil {
+		s.api.stop()
+	}
 	if s.Engine != nil {
 		errs = append(errs, s.Engine.Close())
 	}
