@@ -85,6 +85,17 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 			if err := c.Dispatched.Err(); !errors.Is(err, stages.ErrClosed) {
 				return err // dispatch failed: leave the last good checkpoint for recovery
 			}
+			// In async mode dispatch follows Written and can finish before the flusher's last
+			// sync: wait for it, so that the last checkpoint says durable = dispatched = end
+			// and the next start takes the clean path.
+			select {
+			case <-c.Durable.WaitChan(math.MaxInt64):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if err := c.Durable.Err(); !errors.Is(err, stages.ErrClosed) {
+				return err // the last sync failed: recovery decides what survived
+			}
 			return c.Thorough()
 		case <-ctx.Done():
 			return ctx.Err()

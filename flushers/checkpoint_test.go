@@ -125,6 +125,7 @@ func TestCheckpointerSchedule(t *testing.T) {
 		if count(ev, "cq(3)") != 118 {
 			t.Fatalf("%d light flushes in 120 s, want 118", count(ev, "cq(3)"))
 		}
+		c.Durable.Fail(nil)
 		c.Dispatched.Fail(nil)
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -135,8 +136,8 @@ func TestCheckpointerSchedule(t *testing.T) {
 func TestCheckpointerDefaults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &ckpFakes{}
-		dispatched := stages.NewWatermark(0)
-		done := runCheckpointer(t.Context(), newCheckpointer(f, stages.NewWatermark(0), dispatched))
+		durable, dispatched := stages.NewWatermark(0), stages.NewWatermark(0)
+		done := runCheckpointer(t.Context(), newCheckpointer(f, durable, dispatched))
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if ev, _ := f.snapshot(); !slices.Equal(ev, []string{"cq(2)"}) {
@@ -147,6 +148,7 @@ func TestCheckpointerDefaults(t *testing.T) {
 		if ev, _ := f.snapshot(); count(ev, "save") != 1 || count(ev, "cq(2)") != 59 {
 			t.Fatalf("at 60 s: %d saves, %d light flushes", count(ev, "save"), count(ev, "cq(2)"))
 		}
+		durable.Fail(nil)
 		dispatched.Fail(nil)
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -210,11 +212,17 @@ func TestCheckpointerCleanEnd(t *testing.T) {
 		c.Interval, c.ThoroughInterval = time.Second, time.Hour
 		done := runCheckpointer(t.Context(), c)
 		time.Sleep(5 * time.Second)
-		durable.Advance(4000)
+		durable.Advance(3000)
 		dispatched.Advance(4000)
 		f.ts.Store(77)
 		stop := time.Now()
-		dispatched.Fail(stages.ErrClosed)
+		dispatched.Fail(stages.ErrClosed) // dispatch ends first, as in async mode ...
+		synctest.Wait()
+		if ev, _ := f.snapshot(); count(ev, "save") != 0 {
+			t.Fatal("the last checkpoint was written before the flusher's last sync")
+		}
+		durable.Advance(4000) // ... then the flusher's last sync
+		durable.Fail(stages.ErrClosed)
 		if err := <-done; err != nil {
 			t.Fatalf("Run = %v", err)
 		}

@@ -26,6 +26,8 @@ type cli struct {
 	Run     runCmd     `cmd:"" default:"withargs" help:"Run the engine: store NATS subjects durably (the default command)."`
 	Version versionCmd `cmd:"" help:"Print the version."`
 	Bench   benchCmd   `cmd:"" help:"Measure ingest throughput against the ceilings in the same run (see benchmarks/README.md)."`
+	Verify  verifyCmd  `cmd:"" help:"Check a whole store read-only (exit 0: consistent, 1: problems, 2: usage); --repair repairs it."`
+	Repair  repairCmd  `cmd:"" help:"Repair a store (the same as verify --repair): refused while an engine runs."`
 }
 
 type versionCmd struct{}
