@@ -3,6 +3,10 @@
 //	engine run        run the engine (the default command): an embedded nats-server on
 //	                  127.0.0.1:4222 and a store under ./store, unless told otherwise
 //	engine version    print the version
+//	engine get|query|msg|offsets|topics
+//	                  read a store back: offline from its directory (--store, read-only,
+//	                  also while an engine writes it) or online from a running engine (--nats)
+//	engine replay     have a running engine publish a topic onto a subject
 //
 // Exit codes: 0 success, 1 runtime error, 2 usage error.
 package main
@@ -28,6 +32,13 @@ type cli struct {
 	Bench   benchCmd   `cmd:"" help:"Measure ingest throughput against the ceilings in the same run (see benchmarks/README.md)."`
 	Verify  verifyCmd  `cmd:"" help:"Check a whole store read-only (exit 0: consistent, 1: problems, 2: usage); --repair repairs it."`
 	Repair  repairCmd  `cmd:"" help:"Repair a store (the same as verify --repair): refused while an engine runs."`
+
+	Get     getCmd     `cmd:"" help:"Print messages of a queue from an offset (--store DIR offline, or --nats URL online)."`
+	Query   queryCmd   `cmd:"" help:"Print the messages of a topic with a key, in a time range, newest first."`
+	Msg     msgCmd     `cmd:"" help:"Print one message by its offset message id (an ack's msgId)."`
+	Offsets offsetsCmd `cmd:"" help:"Print the min/max offsets and store times of a topic's queues, or their offsets for a time."`
+	Topics  topicsCmd  `cmd:"" help:"Print the topics and their queues."`
+	Replay  replayCmd  `cmd:"" help:"Have a running engine publish a topic's messages onto a subject, acked or paced."`
 }
 
 type versionCmd struct{}
@@ -43,6 +54,7 @@ func main() {
 		kong.Name("engine"),
 		kong.Description("A storage engine for NATS: subjects kept on disk in Apache RocketMQ's store format."),
 		kong.UsageOnError(),
+		kong.Exit(kongExit),
 	)
 	log := newLogger(c.LogLevel, c.LogFormat)
 	if err := ctx.Run(log); err != nil {
