@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	natstest "github.com/nats-io/nats-server/v2/test"
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/rocketstore/engine/engine/api"
+)
+
+// consumeMessages is how many messages each consume benchmark reads back (one queue).
+const consumeMessages = 200_000
+
+// BenchmarkConsume reads back a queue sequentially, 128 B and 1 KiB bodies: in-process through
+// Engine.Get, over NATS through the read API (api.Client.Get, 256 per request), and, in the same
+// run, NATS JetStream reading back a file-store stream of the same messages through a pull
+// consumer (Fetch of 256). Each reports msgs/s; compare the three within one run.
+//
+// Run: go test -run '^$' -bench Consume -benchtime 1x ./engine
+func BenchmarkConsume(b *testing.B) {
+	for _, size := range []int{128, 1024} {
+		body := make([]byte, size)
+		b.Run(fmt.Sprintf("body=%d", size), func(b *testing.B) {
+			dir := filepath.Join(b.TempDir(), "store")
+			srv, err := Serve(Options{Dir: dir, Logger: zerolog.Nop(), FlushMode: FlushAsync, CommitLogFileSize: 256 << 20},
+				NATSOptions{Listen: "127.0.0.1:-1", Subjects: []string{"bench.>"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Shutdown()
+			e := srv.Engine
+			batch := make([]Message, 256)
+			for i := range batch {
+				batch[i] = Message{Topic: "bench", QueueID: 0, Body: body}
+			}
+			for n := 0; n < consumeMessages; n += len(batch) {
+				if _, err := e.Put(context.Background(), batch...); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := e.WaitDispatched(context.Background(), e.Offsets().Written); err != nil {
+				b.Fatal(err)
+			}
+
+			b.Run("inproc", func(b *testing.B) {
+				for b.Loop() {
+					n := 0
+					for off := int64(0); off < consumeMessages; {
+						res, err := e.Get(context.Background(), GetRequest{Topic: "bench", Offset: off, Max: 256, MaxBytes: 4 << 20, NoPropertyMap: true})
+						if err != nil || len(res.Messages) == 0 {
+							b.Fatalf("get at %d: %v, %v", off, err, res.Status)
+						}
+						n += len(res.Messages)
+						off = res.NextOffset
+					}
+					b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+				}
+			})
+
+			b.Run("nats", func(b *testing.B) {
+				nc, err := nats.Connect(srv.ClientURL())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer nc.Close()
+				c := api.NewClient(nc, api.WithTimeout(10*time.Second))
+				for b.Loop() {
+					n := 0
+					for off := int64(0); off < consumeMessages; {
+						res, err := c.Get(context.Background(), api.GetRequest{Topic: "bench", Offset: off, Max: 256, MaxBytes: 4 << 20})
+						if err != nil || len(res.Messages) == 0 {
+							b.Fatalf("get at %d: %v", off, err)
+						}
+						n += len(res.Messages)
+						off = res.NextOffset
+					}
+					b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+				}
+			})
+
+			b.Run("jetstream", func(b *testing.B) {
+				ns := jetStreamServer(b)
+				nc, err := nats.Connect(ns.ClientURL())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer nc.Close()
+				js, err := nc.JetStream(nats.PublishAsyncMaxPending(4096))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := js.AddStream(&nats.StreamConfig{Name: "BENCH", Subjects: []string{"jsbench"}, Storage: nats.FileStorage}); err != nil {
+					b.Fatal(err)
+				}
+				for range consumeMessages {
+					if _, err := js.PublishAsync("jsbench", body); err != nil {
+						b.Fatal(err)
+					}
+				}
+				<-js.PublishAsyncComplete()
+				i := 0
+				for b.Loop() {
+					sub, err := js.PullSubscribe("jsbench", fmt.Sprint("c", i), nats.AckNone(), nats.BindStream("BENCH"))
+					if err != nil {
+						b.Fatal(err)
+					}
+					i++
+					n := 0
+					for n < consumeMessages {
+						msgs, err := sub.Fetch(256, nats.MaxWait(10*time.Second))
+						if err != nil {
+							b.Fatalf("fetch after %d: %v", n, err)
+						}
+						n += len(msgs)
+					}
+					b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+					sub.Unsubscribe()
+				}
+			})
+		})
+	}
+}
+
+func jetStreamServer(b *testing.B) *server.Server {
+	opts := natstest.DefaultTestOptions
+	opts.Port = -1
+	opts.JetStream = true
+	opts.StoreDir = b.TempDir()
+	s := natstest.RunServer(&opts)
+	b.Cleanup(s.Shutdown)
+	return s
+}
