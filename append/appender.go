@@ -137,6 +137,13 @@ func (a *Appender) Run(ctx context.Context) (err error) {
 			select {
 			case a.cfg.Out <- b:
 			case <-ctx.Done():
+				// Hand the rest over all the same: the ack stage drains Out until it is closed
+				// and answers them (with the error, above what reached its level), so that no
+				// producer is left waiting for a batch that was taken.
+				for _, rest := range batches[i:] {
+					a.cfg.Out <- rest
+				}
+				clear(batches)
 				return ctx.Err()
 			}
 			batches[i] = nil

@@ -493,6 +493,14 @@ func TestAppenderCancel(t *testing.T) {
 		in <- &stages.Batch{Records: []stages.Record{{Bytes: make([]byte, 10)}}}
 		synctest.Wait() // blocked handing the batch to a stalled ack stage
 		cancel()
+		// The batch it took is handed over all the same (the ack stage drains until Out is
+		// closed and answers it), then Out is closed.
+		if b, ok := <-out; !ok || len(b.Records) != 1 {
+			t.Fatalf("after cancel: %v, %v; want the batch it held", b, ok)
+		}
+		if _, ok := <-out; ok {
+			t.Fatal("Out not closed after the cancel")
+		}
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("Run = %v", err)
 		}

@@ -61,6 +61,8 @@ type Engine struct {
 
 	retention *retention // retention.go: deletes old files, refuses writes on a full disk
 
+	syncMetrics *syncMetrics // metrics.go: sync latency and size histograms, fed by OnSync
+
 	// producers guards sends on in: Submit holds it shared, Close takes it exclusively to close
 	// in once no send is under way.
 	producers sync.RWMutex
@@ -177,6 +179,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		Log: e.log, Mode: flushers.Sync, Written: e.written, Durable: e.durable,
 		Interval: o.FlushInterval, LeastPages: o.FlushLeastPages, ThoroughInterval: o.FlushThoroughInterval,
 		SlowSync: o.SlowSync, Logger: o.Logger.With().Str("stage", "flush").Logger(),
+		OnSync: e.onSync(), // metrics.go: one histogram Observe per sync
 	}
 	limit, level := e.durable, e.durable
 	if o.FlushMode == FlushAsync {

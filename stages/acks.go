@@ -37,20 +37,15 @@ func (a *Acks) Run(ctx context.Context) error {
 			}
 			b.Done(b)
 		case <-ctx.Done():
+			// Answer everything the writer hands over until it closes In (it always does on
+			// its way out), without waiting for any level: records the level already covers
+			// keep their success, the rest get the cause.
 			cause := fmt.Errorf("engine stopped: %w", context.Cause(ctx))
-			for {
-				select {
-				case b, ok := <-a.In:
-					if !ok {
-						return nil
-					}
-					// Records the level already covers reached it: they keep their success.
-					failAbove(b, a.levelOf(b).Load(), cause)
-					b.Done(b)
-				default:
-					return nil
-				}
+			for b := range a.In {
+				failAbove(b, a.levelOf(b).Load(), cause)
+				b.Done(b)
 			}
+			return nil
 		}
 	}
 }

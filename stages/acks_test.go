@@ -151,6 +151,7 @@ func TestAcksCancelAnswersQueuedWithError(t *testing.T) {
 		in <- b2
 		in <- b3
 		cancel(cause)
+		close(in) // the writer closes its output on its way out
 		if err := <-res; err != nil {
 			t.Fatalf("Run after cancel: %v", err)
 		}
@@ -188,6 +189,7 @@ func TestAcksCancelKeepsSuccessBelowLevel(t *testing.T) {
 			level.Advance(20)
 			in <- below
 			in <- above
+			close(in)
 			if err := <-runAcks(t, ctx, &Acks{In: in, Level: level}); err != nil {
 				t.Fatal(err)
 			}
