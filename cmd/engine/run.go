@@ -42,6 +42,9 @@ type runCmd struct {
 	JSConsumer string `name:"js-consumer" help:"Durable pull consumer on --js-stream (created if missing)." default:"rocketstore"`
 	JSFilter   string `name:"js-filter" help:"Filter subject for a new --js-consumer."`
 
+	HTTP  string `name:"http" help:"Serve /metrics (Prometheus), /healthz, /readyz, /status on this address (e.g. 127.0.0.1:8222); empty: off." env:"ENGINE_HTTP"`
+	Pprof bool   `help:"Also serve /debug/pprof on the --http address."`
+
 	DedupeWindow time.Duration `help:"How long a Nats-Msg-Id is remembered to drop duplicates." default:"2m"`
 	StoreHost    string        `help:"Address written into records and message ids (RocketMQ's store host)." default:"127.0.0.1:10911"`
 }
@@ -55,13 +58,31 @@ func (r *runCmd) Run(log zerolog.Logger) error {
 	// gets the graceful stop. NoSigs on the embedded server: the engine alone decides the order.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	var mon *engine.Monitor
+	if r.HTTP != "" {
+		// Up before the store opens, so that /readyz says "recovering" during recovery.
+		if mon, err = engine.StartMonitor(nil, r.HTTP, engine.MonitorOptions{Version: version, StoreDir: opts.Dir, Pprof: r.Pprof, Logger: log}); err != nil {
+			return err
+		}
+		defer mon.Close()
+		log.Info().Str("http", mon.URL()).Msg("monitoring")
+	}
 	srv, err := engine.Serve(opts, nopts)
 	if err != nil {
+		if mon != nil {
+			mon.Fail(err)
+		}
 		return err
+	}
+	if mon != nil {
+		mon.Attach(srv)
 	}
 	select {
 	case s := <-sigs:
 		log.Info().Str("signal", s.String()).Msg("stopping: draining every stage (a second signal exits at once)")
+		if mon != nil {
+			mon.SetPhase(engine.PhaseStopping, "signal "+s.String())
+		}
 	case <-srv.Done():
 		log.Error().Err(srv.Engine.Err()).Msg("pipeline stopped")
 	}
