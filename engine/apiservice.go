@@ -122,7 +122,7 @@ func startAPI(e *Engine, nc *nats.Conn, nopts NATSOptions, log zerolog.Logger) (
 		Name:    api.ServiceName,
 		Version: version,
 		Description: "RocketStore engine: NATS messages in a RocketMQ store; read API " +
-			"(get, msg, query, offset_for_time, offsets, topics, commit, fetch, replay)",
+			"(get, pull, msg, query, offset_for_time, offsets, topics, commit, fetch, replay)",
 		Metadata: meta,
 		ErrorHandler: func(_ micro.Service, err *micro.NATSError) {
 			s.log.Warn().Str("subject", err.Subject).Str("error", err.Description).Msg("read API subscription error")
@@ -139,6 +139,7 @@ func startAPI(e *Engine, nc *nats.Conn, nopts NATSOptions, log zerolog.Logger) (
 		h         micro.HandlerFunc
 	}{
 		{api.EndpointGet, "messages of a queue from an offset; waitMs long-polls", s.handleGet},
+		{api.EndpointPull, "messages of a queue as NATS messages to the reply subject, then an end message", s.handlePull},
 		{api.EndpointMsg, "one message by offset message id; body ranges", s.inline(s.msg)},
 		{api.EndpointQuery, "messages by key in a store-time range", s.inline(s.query)},
 		{api.EndpointOffsetForTime, "first queue offset stored at or after a time", s.inline(s.offsetForTime)},

@@ -11,6 +11,7 @@
 //
 //	endpoint          request            reply
 //	get               GetRequest         GetReply            messages of a queue from an offset (long polling)
+//	pull              PullRequest        (messages, end)     the same, each message a NATS message (see Pull)
 //	msg               MsgRequest         Message             one message by its offset message id (body ranges)
 //	query             QueryRequest       QueryReply          messages by key in a store-time range, newest first
 //	offset_for_time   OffsetForTimeRequest OffsetForTimeReply first queue offset stored at or after a time
@@ -74,6 +75,50 @@
 // MaxWaitMs) for a message to arrive. The engine answers long polls from goroutines bounded by
 // engine.NATSOptions.MaxLongPolls; when they are all taken, a get is answered at once with
 // WaitSkipped set, and a client should pause before asking again.
+//
+// # Pull
+//
+// pull is get for throughput: the same request fields (PullRequest: topic, queueId, offset, max,
+// maxBytes, tags, waitMs), as JSON, but no JSON reply. The engine publishes each message to the
+// request's reply subject as a NATS message of its own, then an end message, and NATS delivers
+// one publisher's messages to a subscriber in order, so the end message comes last. Client.Pull
+// does this with an inbox of its own per call; Consumer reads a queue pull after pull with the
+// next pull in flight while the caller handles a batch.
+//
+//	$RS.API.pull  {"topic":"orders","queueId":0,"offset":0,"max":1024,"waitMs":5000}  reply _INBOX.x
+//
+// Each message:
+//
+//   - subject: the request's reply subject; body: the body as stored.
+//   - reply subject: the message's position (see PulledPrefix),
+//     $RS.PULL.<queueOffset>.<storeTimestamp>.<msgId>, e.g.
+//     $RS.PULL.41.1700000000123.7F00000100002A9F000000000001E240 (the message id ends with the
+//     CommitLog offset in hex; topic and queue are the request's); not meant to be answered.
+//   - headers: the original headers rebuilt from the properties, as a replay's (below): the
+//     publisher's headers, Rs-Subject, Nats-Msg-Id or Rs-Uniq-Key, the keys and tags headers. A
+//     message stored without any (Engine.Put) comes without a header block.
+//   - a message whose body and headers exceed the connection's max payload comes without its
+//     body, with the header Rs-Partial: <body size>; read the body with msg (Client.Body;
+//     Consumer does it).
+//
+// The end message has no body and no reply subject, and the headers
+//
+//	Rs-Pull-Status       FOUND when messages were sent, else the get status (OFFSET_OVERFLOW_ONE
+//	                     at the head, NO_MATCHED_MESSAGE, OFFSET_TOO_SMALL...), or ERROR
+//	Rs-Pull-Next-Offset  the offset to pull from next
+//	Rs-Pull-Count        how many messages were sent before it (a client checks it)
+//	Rs-Pull-Min-Offset   the queue's bounds when it was read (not on an error before reading)
+//	Rs-Pull-Max-Offset
+//	Rs-Pull-Wait-Skipped true: it asked to wait, but every long-poll slot was taken
+//	Rs-Pull-Error-Code   on ERROR: the code, as in error replies (404 unknown topic or queue,
+//	Rs-Pull-Error        400, 503...), and the description; micro's Nats-Service-Error(-Code) too
+//
+// A pull that fails after sending messages (a damaged record, shutdown) ends with ERROR and a
+// next offset after the last message sent. Bounds: max messages (DefaultPullMax, at most
+// MaxPullMax) and maxBytes of records (DefaultPullMaxBytes, at most MaxPullMaxBytes; the first
+// message goes whatever its size); to go on, pull again from the next offset. Long polling is
+// the get's (waitMs, the same MaxLongPolls slots). A pull without a reply subject, or with one
+// under the API's prefix, is ignored.
 //
 // # Replay
 //
