@@ -51,6 +51,17 @@ type NATSOptions struct {
 	MaxLongPolls int
 	MaxReplays   int
 	Version      string
+
+	// Batched acks (docs/BATCHED-ACKS.md; the publisher package engine/publisher): a message with
+	// the Rs-Seq header gets no reply of its own; its stream gets one cumulative ack per round.
+	// On by default, but not with JetStream (the header is an ordinary one there) or a
+	// QueueGroup (a stream split between engines cannot be tracked: such messages are refused).
+	// NoBatchedAcks turns it off (such messages are then refused, 400). MaxStreams bounds the
+	// streams tracked (ingress.DefaultMaxStreams, 10,000: the least recently active is evicted
+	// and told so); StreamIdle expires idle ones (ingress.DefaultStreamIdle, 2 min).
+	NoBatchedAcks bool
+	MaxStreams    int
+	StreamIdle    time.Duration
 }
 
 // payloadHeadroom is what the embedded server accepts above the body limit, so that a body just
@@ -68,6 +79,8 @@ type Server struct {
 	api    *apiService // nil with NoReadAPI
 	runErr chan error
 	opts   NATSOptions
+	// abortIngress cancels ingress's Run: the abort (Abort).
+	abortIngress context.CancelFunc
 }
 
 // Serve opens the store, connects to NATS (starting the embedded server if no URL is given) and
@@ -139,11 +152,14 @@ func Serve(opts Options, nopts NATSOptions) (_ *Server, err error) {
 		StoreHost: opts.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
 		NoReply: nopts.NoReply, Logger: log, Clock: opts.Now, // ingress adds its stage field
 		JetStream: nopts.JetStream, Exclude: apiExcluded(nopts),
+		Batched: s.Engine.batchedConfig(nopts),
 	})
 	if err != nil {
 		return nil, err
 	}
-	go func() { s.runErr <- s.ing.Run(context.Background()) }()
+	ictx, cancel := context.WithCancel(context.Background())
+	s.abortIngress = cancel
+	go func() { s.runErr <- s.ing.Run(ictx) }()
 	select {
 	case <-s.ing.Ready():
 	case err := <-s.runErr:
@@ -190,6 +206,34 @@ func (s *Server) Shutdown() error {
 	return errors.Join(errs...)
 }
 
+// Abort stops the served engine as a crash of its process would, short of losing the page cache:
+// the connection closes first, so that nothing (no ack, no reply) goes out after that moment;
+// ingress aborts and drops what it holds; the pipeline stops without draining or syncing
+// (Engine.Abort), leaving the abort file, so that the next Open recovers; the embedded server
+// shuts down. Tests and benchmarks use it to kill an engine in the middle of a stream. Call
+// Shutdown or Abort, once.
+func (s *Server) Abort() error {
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	if s.ing != nil {
+		s.abortIngress()
+		<-s.runErr // the abort's own error (context canceled): expected
+	}
+	if s.api != nil {
+		s.api.stop()
+	}
+	err := s.Engine.Abort()
+	if s.ing != nil {
+		s.ing.CloseAcks()
+	}
+	if s.nats != nil {
+		s.nats.Shutdown()
+		s.nats.WaitForShutdown()
+	}
+	return err
+}
+
 // closeAll stops the read API (waiting for the requests under way, so that none reads a closed
 // store), closes the engine (its acks go out on the connection), then the connection, then the
 // embedded server.
@@ -200,6 +244,9 @@ func (s *Server) closeAll() error {
 	}
 	if s.Engine != nil {
 		errs = append(errs, s.Engine.Close())
+	}
+	if s.ing != nil {
+		s.ing.CloseAcks() // the last batched acks, once the ack stage has handed everything over
 	}
 	if s.conn != nil {
 		if err := s.conn.Flush(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {

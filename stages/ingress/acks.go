@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"errors"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -19,8 +20,22 @@ import (
 func (in *Ingress) ackBatch(b *stages.Batch) {
 	bufp := in.replyBufs.Get().(*[]byte)
 	buf := *bufp
+	tracked := false
 	for i := range b.Records {
 		r := &b.Records[i]
+		switch c := r.Ctx.(type) {
+		case *seqMeta:
+			// A batched-ack stream's: the tracker answers it (tracker.go).
+			tracked = true
+			var before *storedBefore
+			if r.Err != nil && !c.rejected && !errors.As(r.Err, &before) {
+				in.counters.failed[codeIndex(ReplyCode(r.Err))].Add(1)
+			}
+			continue
+		case *markerMeta:
+			tracked = true
+			continue
+		}
 		if m := jsMsg(r.Ctx); m != nil {
 			if r.Err == nil {
 				in.counters.acks.Add(1)
@@ -48,6 +63,9 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 	}
 	*bufp = buf[:0]
 	in.replyBufs.Put(bufp)
+	if tracked {
+		in.tracker.offer(b)
+	}
 }
 
 // appendRecordAck appends the Ack JSON of an appended record, writing the offset message id
@@ -67,17 +85,33 @@ func appendRecordAck(dst []byte, r *stages.Record, storeHost netip.AddrPort) []b
 
 // reject answers a message ingress refused and counts it; it never reaches Out.
 func (in *Ingress) reject(m *nats.Msg, err error) {
-	code := ReplyCode(err)
-	in.counters.rejected[codeIndex(code)].Add(1)
-	if ok, held := in.rejectLog.allow(time.Now()); ok {
-		in.log.Warn().Err(err).Int("code", code).Str("subject", m.Subject).Int64("more", held).
-			Msg("ingress: message rejected")
-	}
+	code := in.noteReject(m.Subject, err)
 	if in.js != nil {
 		in.settleJetStream(m, err)
 		return
 	}
 	in.replyError(m.Reply, code, err.Error())
+}
+
+// noteReject counts and logs (rate-limited) a message ingress refused, and returns its code.
+func (in *Ingress) noteReject(subject string, err error) int {
+	code := ReplyCode(err)
+	in.counters.rejected[codeIndex(code)].Add(1)
+	if ok, held := in.rejectLog.allow(time.Now()); ok {
+		in.log.Warn().Err(err).Int("code", code).Str("subject", subject).Int64("more", held).
+			Msg("ingress: message rejected")
+	}
+	return code
+}
+
+// replyStopped answers a message ingress dropped because it is aborting (503), unless it belongs
+// to a batched-ack stream: its ack subject takes batched acks only, and its publisher resends
+// what was not acked.
+func (in *Ingress) replyStopped(m *nats.Msg) {
+	if in.js == nil && batchedHeader(m) != nil {
+		return
+	}
+	in.replyError(m.Reply, CodeUnavailable, ErrStopped.Error())
 }
 
 // maxDescription bounds the description of an error reply: errors quote the offending input,

@@ -47,6 +47,17 @@ func (c *boundedCache[K, V]) getOrMake(k K, mk func(K) V) V {
 	return v
 }
 
+// get returns the entry for k, if there is one, without making it or moving it.
+func (c *boundedCache[K, V]) get(k K) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.cur[k]; ok {
+		return v, true
+	}
+	v, ok := c.prev[k]
+	return v, ok
+}
+
 // putLocked adds k to the current generation, turning generations first when it is full.
 // mu must be held.
 func (c *boundedCache[K, V]) putLocked(k K, v V) {

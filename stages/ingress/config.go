@@ -100,6 +100,12 @@ type Config struct {
 	// JetStream, when set, pulls from a JetStream stream instead of subscribing to Subjects:
 	// a lossless bridge (see JetStreamSource).
 	JetStream *JetStreamSource
+	// Batched, when set, turns batched acks on (batched.go, docs/BATCHED-ACKS.md): messages
+	// with the Rs-Seq header get one cumulative ack per stream per round instead of a reply each.
+	// Without it such messages are refused (ErrBatchedOff). Not with JetStream (the header is
+	// then an ordinary property) nor with QueueGroup (a stream split between engines could not
+	// be tracked).
+	Batched *BatchedConfig
 }
 
 // withDefaults checks c and fills in the defaults.
@@ -116,6 +122,12 @@ func (c Config) withDefaults() (Config, error) {
 			return c, err
 		}
 		c.JetStream = js
+	}
+	if c.Batched != nil && c.JetStream != nil {
+		c.Batched = nil // JetStream acks its own stream; Rs-Seq is an ordinary header there
+	}
+	if c.Batched != nil && c.QueueGroup != "" {
+		return c, errors.New("ingress: batched acks need every message of a stream to reach one engine: not with a queue group")
 	}
 	if c.TopicTokens < 0 {
 		return c, fmt.Errorf("ingress: Config.TopicTokens is %d, must be 0 or more", c.TopicTokens)

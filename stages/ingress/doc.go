@@ -81,6 +81,18 @@
 // with the codes of ReplyCode. Fire-and-forget publishers get nothing; core NATS is at-most-once
 // before the message reaches us.
 //
+// # Batched acks
+//
+// A message with the Rs-Seq header belongs to a publisher's stream (batched.go, and
+// docs/BATCHED-ACKS.md for the protocol): it gets no reply of its own. Its reply subject is the
+// stream's ack subject, where the tracker (tracker.go, fed by Done without ever blocking the ack
+// stage) sends one cumulative ack per stream per round: every sequence up to N stored, the
+// positions of what was stored since the last ack, refusals, and sequences that never arrived
+// (decided exactly, with markers the workers pass through the pipeline). Per stream, the first
+// copy of a sequence goes on and later copies are dropped (received.go); a resend is first
+// looked up in the store (Config.Batched.Lookup). The engine package's publisher sub-package is
+// the client.
+//
 // # Back-pressure and drops
 //
 // Out is bounded. When it is full the workers block, their channels fill, the subscription

@@ -99,6 +99,9 @@ func (a *fakeAppender) run() {
 		a.batches++
 		for i := range b.Records {
 			r := &b.Records[i]
+			if r.Err != nil {
+				continue // as the appender: refused before (a marker, a batched refusal)
+			}
 			if first, ok := a.seen[r.Topic+"\x00"+r.MsgID]; ok && r.MsgID != "" {
 				r.Duplicate = true
 				r.QueueID, r.QueueOffset, r.PhysOffset = first.QueueID, first.QueueOffset, first.PhysOffset

@@ -74,6 +74,13 @@ type propBuilder struct {
 // Nats-Msg-Id, "" when the UNIQ_KEY was generated). The error wraps ErrInvalidHeader or
 // ErrInvalidSubject and says what to change.
 func (b *propBuilder) build(m *nats.Msg, rt *route) (props []byte, msgID string, err error) {
+	return b.buildWith(m, rt, nil)
+}
+
+// buildWith is build for a message of a batched-ack stream when seq is not nil: its Rs-Seq header
+// is not stored, and without a Nats-Msg-Id its UNIQ_KEY is "<stream>:<seq>" (batched.go), for
+// which it returns msgID "".
+func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props []byte, msgID string, err error) {
 	h := m.Header
 	buf := commitlog.AppendProperty(b.buf[:0], PropNatsSubject, m.Subject)
 
@@ -87,6 +94,13 @@ func (b *propBuilder) build(m *nats.Msg, rt *route) (props []byte, msgID string,
 		}
 		msgID = ids[0]
 		buf = commitlog.AppendProperty(buf, commitlog.PropUniqKey, msgID)
+	} else if seq != nil {
+		// "<stream>:<seq>", written in place; msgID stays "": the caller makes the string only
+		// when it needs it (worker_batched.go).
+		buf = append(buf, commitlog.PropUniqKey...)
+		buf = append(buf, commitlog.NameValueSeparator)
+		buf = appendDerivedMsgID(buf, seq.stream, seq.seq)
+		buf = append(buf, commitlog.PropertySeparator)
 	} else {
 		buf = append(buf, commitlog.PropUniqKey...)
 		buf = append(buf, commitlog.NameValueSeparator)
@@ -125,7 +139,7 @@ func (b *propBuilder) build(m *nats.Msg, rt *route) (props []byte, msgID string,
 
 	names := b.names[:0]
 	for name := range h {
-		if name != nats.MsgIdHdr && name != b.keysHdr && name != b.tagsHdr {
+		if name != nats.MsgIdHdr && name != b.keysHdr && name != b.tagsHdr && (seq == nil || name != HeaderSeq) {
 			names = append(names, name)
 		}
 	}

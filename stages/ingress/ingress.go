@@ -59,6 +59,9 @@ type Ingress struct {
 	subs     []*subscription // guarded by subsMu; appended by Run only, never shrunk
 	drops    dropReporter    // owned by Run's goroutine
 	js       *jetStream      // the JetStream source, when Config.JetStream is set
+	// tracker answers batched-ack streams (tracker.go), when Config.Batched is set. It outlives
+	// Run: it runs until CloseAcks, because the ack stage calls Done after Run has returned.
+	tracker *tracker
 }
 
 // New checks cfg and builds an Ingress; Run starts it.
@@ -94,6 +97,9 @@ func New(cfg Config) (*Ingress, error) {
 			props: propBuilder{keysHdr: cfg.KeysHeader, tagsHdr: cfg.TagsHeader, gen: gen},
 		})
 	}
+	if cfg.Batched != nil {
+		in.tracker = newTracker(in, cfg.Batched.withDefaults(cfg.Conn.MaxPayload()))
+	}
 	return in, nil
 }
 
@@ -118,6 +124,9 @@ func (in *Ingress) Run(ctx context.Context) error {
 		close(in.quit)
 		in.watchers.Wait()
 	}()
+	if in.tracker != nil {
+		in.tracker.start()
+	}
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -155,6 +164,15 @@ func (in *Ingress) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// CloseAcks stops the batched-ack tracker once it has published the acks of every batch the ack
+// stage handed it, and waits for it. Call it after the engine's ack stage has stopped (the
+// engine closed) and before the connection closes; a no-op without Config.Batched.
+func (in *Ingress) CloseAcks() {
+	if in.tracker != nil {
+		in.tracker.close()
+	}
+}
+
 // serve waits for a stop (true) or the end of ctx (false), reporting drops meanwhile.
 func (in *Ingress) serve(ctx context.Context) bool {
 	for {
@@ -176,17 +194,20 @@ func (in *Ingress) serve(ctx context.Context) bool {
 // may have put a message in a channel before it saw the abort.
 func (in *Ingress) failLeftovers() {
 	for _, w := range in.workers {
-		for range cap(w.jobs) { // bounded: no sender is left, so at most cap(jobs) items
+		for range cap(w.jobs) { // bounded: no callback is left, so at most cap(jobs) items
 			var j job
 			select {
 			case j = <-w.jobs:
 			default:
 			}
-			if j.msg == nil {
+			if j.msg == nil && j.marker == 0 {
 				break
 			}
+			if j.msg == nil {
+				continue // a tracker marker
+			}
 			in.counters.aborted.Add(1)
-			in.replyError(j.msg.Reply, CodeUnavailable, ErrStopped.Error())
+			in.replyStopped(j.msg)
 		}
 	}
 }
@@ -210,6 +231,6 @@ func (in *Ingress) onMsg(m *nats.Msg) {
 	case w.jobs <- job{msg: m, route: rt, queue: q}:
 	case <-in.abort:
 		in.counters.aborted.Add(1)
-		in.replyError(m.Reply, CodeUnavailable, ErrStopped.Error())
+		in.replyStopped(m)
 	}
 }

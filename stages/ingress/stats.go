@@ -32,6 +32,8 @@ type Stats struct {
 	// CachedSubjects is the size of the subject cache; CacheEvictions its evictions so far.
 	CachedSubjects int
 	CacheEvictions int64
+	// Batched are the batched-ack counters (zero when batched acks are off).
+	Batched BatchedStats
 }
 
 // counters are the shared atomic counters behind Stats.
@@ -69,6 +71,9 @@ func (in *Ingress) Stats() Stats {
 		if n := c.failed[i].Load(); n > 0 {
 			s.Failed[code] = n
 		}
+	}
+	if in.tracker != nil {
+		s.Batched = in.tracker.stats()
 	}
 	s.Dropped, s.Pending = in.natsCounts()
 	for _, w := range in.workers {

@@ -25,6 +25,8 @@ type job struct {
 	msg   *nats.Msg
 	route *route
 	queue int32
+	// marker, with msg nil, is a marker request of the batched-ack tracker (tracker.go).
+	marker uint64
 }
 
 // worker validates and encodes the messages of the (topic, queue)s it owns, in arrival order,
@@ -81,13 +83,36 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 	// NATS does not carry a publish time: the born timestamp is when ingress encoded the batch.
 	born := w.in.cfg.Clock().UnixMilli()
 	recs := make([]stages.Record, 0, len(jobs))
+	var (
+		metas  []seqMeta // of the batched records, allocated on the first one
+		marker uint64
+		extra  int // records that are not messages to store (markers, batched refusals)
+	)
 	for i := range jobs {
-		rec, err := w.encode(&jobs[i], born)
+		j := &jobs[i]
+		if j.msg == nil {
+			marker = max(marker, j.marker)
+			continue
+		}
+		if vals := batchedHeader(j.msg); vals != nil && w.in.js == nil {
+			if rec, ok := w.batched(j, born, vals, &metas, len(jobs)); ok {
+				if rec.Err != nil {
+					extra++
+				}
+				recs = append(recs, rec)
+			}
+			continue
+		}
+		rec, err := w.encode(j, born)
 		if err != nil {
-			w.in.reject(jobs[i].msg, err)
+			w.in.reject(j.msg, err)
 			continue
 		}
 		recs = append(recs, rec)
+	}
+	if marker != 0 {
+		recs = append(recs, stages.Record{Err: errMarker, Ctx: &markerMeta{worker: w.id, epoch: marker}})
+		extra++
 	}
 	if len(recs) == 0 {
 		return nil
@@ -96,10 +121,10 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 	b := &stages.Batch{Records: recs, Done: w.in.done, Durable: w.in.js != nil}
 	select {
 	case w.in.cfg.Out <- b:
-		w.in.counters.encoded.Add(int64(len(recs)))
+		w.in.counters.encoded.Add(int64(len(recs) - extra))
 		return nil
 	case <-ctx.Done():
-		w.in.counters.aborted.Add(int64(len(recs)))
+		w.in.counters.aborted.Add(int64(len(recs) - extra))
 		for i := range recs {
 			w.in.replyError(recs[i].Reply, CodeUnavailable, ErrStopped.Error())
 		}
@@ -110,11 +135,16 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 // encode turns one message into a record: properties from the subject and headers, then
 // commitlog.AppendRecord, which checks the topic and the size limits.
 func (w *worker) encode(j *job, born int64) (stages.Record, error) {
+	return w.encodeSeq(j, born, nil)
+}
+
+// encodeSeq is encode for a message of a batched-ack stream when seq is not nil.
+func (w *worker) encodeSeq(j *job, born int64, seq *seqHeader) (stages.Record, error) {
 	rt := j.route
 	if rt.err != nil {
 		return stages.Record{}, rt.err
 	}
-	props, msgID, err := w.props.build(j.msg, rt)
+	props, msgID, err := w.props.buildWith(j.msg, rt, seq)
 	if err != nil {
 		return stages.Record{}, err
 	}

@@ -1,0 +1,371 @@
+package publisher_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	natstest "github.com/nats-io/nats-server/v2/test"
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/engine/publisher"
+	"github.com/rocketstore/engine/internal/vfs"
+	"github.com/rocketstore/engine/stages/ingress"
+)
+
+// TestInjectedLoss: messages lost between the publisher and the engine are reported missing by
+// the engine (exactly: the markers say they never came) and resent; a resend lost again, and
+// the last messages of the stream (no later message shows the gap), are resent on timeout.
+// Everything ends up acknowledged and stored once.
+func TestInjectedLoss(t *testing.T) {
+	const n = 20_000
+	s := serve(t, testOptions(t, t.TempDir(), engine.FlushSync), engine.NATSOptions{})
+	nc := connect(t, s.ClientURL())
+	var resends sync.Map // seq -> resends seen
+	d := &dropper{nc: nc, drop: func(seq uint64, resend bool, _ *nats.Msg) bool {
+		if !resend {
+			return seq%37 == 0 || seq > n-3
+		}
+		k, _ := resends.LoadOrStore(seq, new(atomic.Int32))
+		return seq%(37*5) == 0 && k.(*atomic.Int32).Add(1) == 1 // its first resend is lost too
+	}}
+	p := newPublisher(t, nc, publisher.Options{PublishMsg: d.publish, AckTimeout: 300 * time.Millisecond})
+	msgs := publishN(t, p, n, 128, subjects("loss", 8))
+	flush(t, p)
+	st, est := p.Stats(), s.Stats()
+	t.Logf("dropped %d; publisher %+v; engine batched %+v", d.dropped(), st, est.Ingress.Batched)
+	lost := int64(n/37 + 3)
+	if st.ResentMissing < lost-3-int64(n/(37*5)) || st.ResentTimeout < 3 || st.Failed != 0 || st.Acked != n {
+		t.Fatalf("publisher stats %+v: want about %d resent as missing, at least 3 on timeout", st, lost)
+	}
+	if est.Ingress.Batched.Missing < st.ResentMissing {
+		t.Fatalf("engine reported %d missing, publisher resent %d as missing", est.Ingress.Batched.Missing, st.ResentMissing)
+	}
+	checkExactlyOnce(t, s.Engine, msgs)
+}
+
+// TestReordering: the publisher's messages reach NATS out of order (pairs swapped), and the
+// stream spreads over many queues and both ingress workers. Sending out of sequence order breaks
+// the protocol's premise (the markers can then declare missing a message that is only late), so
+// a few resends are expected; each is answered as a duplicate: everything is stored once.
+func TestReordering(t *testing.T) {
+	const n = 10_000
+	s := serve(t, testOptions(t, t.TempDir(), engine.FlushSync), engine.NATSOptions{})
+	nc := connect(t, s.ClientURL())
+	var held *nats.Msg
+	var mu sync.Mutex
+	swap := func(m *nats.Msg) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if seq, resend := seqOf(m); !resend && seq%2 == 1 {
+			held = copyMsg(m) // the publisher reuses m
+			return nil
+		}
+		if err := nc.PublishMsg(m); err != nil {
+			return err
+		}
+		if held != nil {
+			h := held
+			held = nil
+			return nc.PublishMsg(h)
+		}
+		return nil
+	}
+	p := newPublisher(t, nc, publisher.Options{PublishMsg: swap, AckTimeout: time.Second})
+	msgs := publishN(t, p, n, 64, subjects("reorder", 16))
+	flush(t, p)
+	st := p.Stats()
+	t.Logf("publisher %+v; engine duplicates %d, batched %+v", st, s.Stats().Duplicates, s.Stats().Ingress.Batched)
+	if st.Acked != n || st.Failed != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	checkExactlyOnce(t, s.Engine, msgs)
+}
+
+// TestDuplicateResends: copies of messages reach the engine (as they are, and as resends): the
+// first copy of a sequence is stored, the others are dropped (the stream's claims) or, resends
+// found in the store, answered from it. An already acknowledged sequence resent by hand after the
+// stream is done is answered with the first copy's position. Nothing is stored twice.
+func TestDuplicateResends(t *testing.T) {
+	const n = 5_000
+	s := serve(t, testOptions(t, t.TempDir(), engine.FlushSync), engine.NATSOptions{})
+	nc := connect(t, s.ClientURL())
+	twice := func(m *nats.Msg) error {
+		if err := nc.PublishMsg(m); err != nil {
+			return err
+		}
+		seq, resend := seqOf(m)
+		switch {
+		case resend:
+		case seq%10 == 0: // the same bytes again
+			return nc.PublishMsg(m)
+		case seq%7 == 0: // a resend right behind the original
+			c := copyMsg(m)
+			c.Header.Set(publisher.HeaderSeq, m.Header.Get(publisher.HeaderSeq)+" r")
+			return nc.PublishMsg(c)
+		}
+		return nil
+	}
+	p := newPublisher(t, nc, publisher.Options{PublishMsg: twice})
+	msgs := publishN(t, p, n, 100, subjects("dup", 4))
+	flush(t, p)
+	est := s.Stats()
+	t.Logf("publisher %+v; engine duplicates %d, batched %+v", p.Stats(), est.Duplicates, est.Ingress.Batched)
+	b := est.Ingress.Batched
+	if copies := b.Dropped + b.LookupHits + est.Duplicates; copies != n/10+n/7-n/70 {
+		t.Fatalf("%d copies dropped, found by lookup or deduped, want %d", copies, n/10+n/7-n/70)
+	}
+	checkExactlyOnce(t, s.Engine, msgs)
+
+	// By hand, after the stream is done: seq 42 again, flagged as a resend (with the floor at 41,
+	// as a publisher that lost its ack would send it): the engine finds it in the store and
+	// answers with its position, as a duplicate.
+	first, err := msgs[41].future.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := s.Stats().Ingress.Batched.LookupHits
+	inbox := nc.NewInbox()
+	acks, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(msgs[41].subject)
+	m.Reply, m.Data = inbox, msgs[41].body
+	m.Header.Set(publisher.HeaderSeq, fmt.Sprintf("%s 42 41 r", p.StreamID()))
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := acks.NextMsg(testTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ingress.ParseBatchAck(reply.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ingress.StoredRun{Topic: first.Topic, QueueID: first.QueueID, QueueOffset: first.QueueOffset, Seq: 42, Count: 1, Step: 1, Dup: true}
+	if a.Stream != p.StreamID() || a.Through != n || len(a.Stored) != 1 || a.Stored[0] != want {
+		t.Fatalf("ack %s, want the position %+v", reply.Data, want)
+	}
+	if b := s.Stats().Ingress.Batched; b.LookupHits != hits+1 {
+		t.Fatalf("%d resends found in the store, want %d", b.LookupHits, hits+1)
+	}
+	checkExactlyOnce(t, s.Engine, msgs)
+}
+
+// TestEngineRestart: the engine is killed (Server.Abort: as a crash of the process, the page
+// cache survives) in the middle of a stream and started again on the same store, while NATS (a
+// server of the test's own) and the publisher carry on. Messages published while no engine
+// listens are lost; the publisher resends what was not acked, the restarted engine finds the
+// resends of what the first one stored in the store (its IndexFile) and answers them as
+// duplicates. Every message acknowledged is stored exactly once.
+func TestEngineRestart(t *testing.T) {
+	for _, mode := range []engine.FlushMode{engine.FlushSync, engine.FlushAsync} {
+		t.Run(mode.String(), func(t *testing.T) { testEngineRestart(t, mode) })
+	}
+}
+
+func testEngineRestart(t *testing.T, mode engine.FlushMode) {
+	const n = 30_000
+	opts := natstest.DefaultTestOptions
+	opts.Port = -1
+	ns := natstest.RunServer(&opts)
+	t.Cleanup(ns.Shutdown)
+	dir := t.TempDir()
+	nopts := engine.NATSOptions{URL: ns.ClientURL(), Subjects: []string{"restart.>"}}
+	s1 := serve(t, testOptions(t, dir, mode), nopts)
+
+	nc := connect(t, ns.ClientURL())
+	var acked atomic.Int64
+	third := make(chan struct{})
+	p := newPublisher(t, nc, publisher.Options{
+		Window: 2048, AckTimeout: 300 * time.Millisecond, MaxRetries: 1000,
+		OnResult: func(f *publisher.Future) {
+			if acked.Add(1) == n/3 {
+				close(third)
+			}
+		},
+	})
+	published := make(chan []sent, 1)
+	go func() { published <- publishN(t, p, n, 128, subjects("restart", 8)) }()
+
+	select {
+	case <-third:
+	case <-time.After(testTimeout):
+		t.Fatal("no third of the acks")
+	}
+	if err := s1.abort(); err != nil {
+		t.Fatalf("abort: %v", err)
+	}
+	s2 := serve(t, testOptions(t, dir, mode), nopts)
+	if s2.Engine.Recovery().CleanExit {
+		t.Fatal("the restart saw a clean exit")
+	}
+	msgs := <-published
+	flush(t, p)
+	st, est := p.Stats(), s2.Stats()
+	t.Logf("publisher %+v", st)
+	t.Logf("restarted engine: batched %+v, duplicates %d", est.Ingress.Batched, est.Duplicates)
+	if st.Acked != n || st.Failed != 0 || st.Resent == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	checkExactlyOnce(t, s2.Engine, msgs)
+}
+
+// TestManyPublishers: 50 streams at once, 5 per connection, each over its own subjects and some
+// shared ones; all acknowledged, stored once, one stream each in the table.
+func TestManyPublishers(t *testing.T) {
+	const streams, perConn, n = 50, 5, 1_000
+	s := serve(t, testOptions(t, t.TempDir(), engine.FlushSync), engine.NATSOptions{})
+	var all [streams][]sent
+	var wg sync.WaitGroup
+	pubs := make([]*publisher.Publisher, streams)
+	for i := range streams {
+		var nc *nats.Conn
+		if i%perConn == 0 || nc == nil {
+			nc = connect(t, s.ClientURL())
+		}
+		pubs[i] = newPublisher(t, nc, publisher.Options{Window: 256})
+	}
+	for i := range streams {
+		wg.Go(func() {
+			all[i] = publishN(t, pubs[i], n, 128, func(k int) string {
+				if k%3 == 0 {
+					return "many.shared" + strconv.Itoa(k%4)
+				}
+				return fmt.Sprintf("many.p%d.s%d", i, k%2)
+			})
+			flush(t, pubs[i])
+		})
+	}
+	wg.Wait()
+	b := s.Stats().Ingress.Batched
+	t.Logf("engine batched %+v", b)
+	if b.Streams != streams || b.Acked != streams*n || b.Evicted != 0 {
+		t.Fatalf("engine batched stats %+v", b)
+	}
+	checkExactlyOnce(t, s.Engine, all[:]...)
+}
+
+// TestStreamTableBound: with room for 4 streams and 12 publishing at once, the engine evicts the
+// least recently active stream for each new one (after sending it what it had) and tells it; the
+// evicted streams are rebuilt from their floors when their next outcome comes. The table never
+// holds more than 4, nothing fails, everything is stored once.
+func TestStreamTableBound(t *testing.T) {
+	const streams, n, room = 12, 2_000, 4
+	s := serve(t, testOptions(t, t.TempDir(), engine.FlushSync), engine.NATSOptions{MaxStreams: room})
+	nc := connect(t, s.ClientURL())
+	var all [streams][]sent
+	pubs := make([]*publisher.Publisher, streams)
+	for i := range pubs {
+		pubs[i] = newPublisher(t, nc, publisher.Options{Window: 128, AckTimeout: time.Second})
+	}
+	var wg sync.WaitGroup
+	for i := range streams {
+		wg.Go(func() {
+			all[i] = publishN(t, pubs[i], n, 64, subjects(fmt.Sprintf("bound.p%d", i), 2))
+			flush(t, pubs[i])
+		})
+	}
+	wg.Wait()
+	b := s.Stats().Ingress.Batched
+	var evictions, resent int64
+	for _, p := range pubs {
+		evictions += p.Stats().Evictions
+		resent += p.Stats().Resent
+	}
+	t.Logf("engine batched %+v; publishers told of %d evictions, resent %d", b, evictions, resent)
+	if b.Streams > room || b.Evicted == 0 || evictions == 0 {
+		t.Fatalf("engine batched stats %+v, %d evictions told", b, evictions)
+	}
+	checkExactlyOnce(t, s.Engine, all[:]...)
+}
+
+// TestBatchedOff: against an engine with batched acks off, every message is refused at once
+// with a plain error, and the publisher fails: Publish and Flush report it.
+func TestBatchedOff(t *testing.T) {
+	s := serve(t, testOptions(t, t.TempDir(), engine.FlushSync), engine.NATSOptions{NoBatchedAcks: true})
+	p := newPublisher(t, connect(t, s.ClientURL()), publisher.Options{})
+	f, err := p.Publish(context.Background(), "off.x", []byte("x"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Wait(context.Background()); err == nil {
+		t.Fatal("acked by an engine with batched acks off")
+	} else {
+		t.Logf("the future: %v", err)
+	}
+	if _, err := p.Publish(context.Background(), "off.x", []byte("x"), nil); err == nil {
+		t.Fatal("Publish still works")
+	}
+	if err := p.Flush(context.Background()); err == nil {
+		t.Fatal("Flush reports nothing")
+	}
+	if st := s.Stats(); st.Records != 0 {
+		t.Fatalf("%d records stored", st.Records)
+	}
+}
+
+// fullFS reports the disk as full (99%) while full is set.
+type fullFS struct {
+	vfs.FS
+	full atomic.Bool
+}
+
+func (f *fullFS) DiskUsage(dir string) (vfs.Usage, error) {
+	if f.full.Load() {
+		return vfs.Usage{Total: 100 << 20, Free: 1 << 20, Avail: 1 << 20}, nil
+	}
+	return f.FS.DiskUsage(dir)
+}
+
+// TestRetriableRefusals: the disk is full, the engine refuses every message (507) in the
+// streams' acks, and the cumulative ack stays below them; once space returns, the publisher's
+// retries (after RetryDelay) are stored, once each.
+func TestRetriableRefusals(t *testing.T) {
+	const n = 300
+	fs := &fullFS{FS: vfs.Default}
+	fs.full.Store(true)
+	opts := testOptions(t, t.TempDir(), engine.FlushSync)
+	opts.FS, opts.CleanInterval, opts.CleanFirstDelay = fs, 10*time.Millisecond, time.Hour
+	s := serve(t, opts, engine.NATSOptions{})
+	nc := connect(t, s.ClientURL())
+	p := newPublisher(t, nc, publisher.Options{RetryDelay: 50 * time.Millisecond, MaxRetries: 100})
+
+	// A second subscriber on the stream's ack subject frees the disk at the first refusal.
+	spy := connect(t, s.ClientURL())
+	var through atomic.Uint64
+	if _, err := spy.Subscribe(p.AckSubject(), func(m *nats.Msg) {
+		a, err := ingress.ParseBatchAck(m.Data)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if fs.full.Load() && len(a.Refused) > 0 {
+			if a.Refused[0].Code != ingress.CodeDiskFull || a.Through != 0 || len(a.Stored) != 0 {
+				t.Errorf("while full: %s", m.Data)
+			}
+			through.Store(a.Through)
+			fs.full.Store(false)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	msgs := publishN(t, p, n, 64, subjects("full", 4))
+	flush(t, p)
+	st, b := p.Stats(), s.Stats().Ingress.Batched
+	t.Logf("publisher %+v; engine batched %+v", st, b)
+	if fs.full.Load() || st.ResentRefused == 0 || b.Refused == 0 || st.Acked != n {
+		t.Fatalf("full %v; publisher %+v; engine %+v", fs.full.Load(), st, b)
+	}
+	checkExactlyOnce(t, s.Engine, msgs)
+}

@@ -1,0 +1,578 @@
+package publisher
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"runtime/pprof"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Defaults of Options.
+const (
+	DefaultWindow     = 4096
+	DefaultAckTimeout = 5 * time.Second
+	DefaultMaxRetries = 10
+	DefaultRetryDelay = 100 * time.Millisecond
+)
+
+// Options configure a Publisher. The zero value of every field has a default.
+type Options struct {
+	// StreamID names the stream: 1 to 64 bytes of [A-Za-z0-9_-], by default 22 random ones. A
+	// stream's sequences start at 1 with each Publisher and its messages' ids are
+	// "<stream>:<seq>" (unless they carry a Nats-Msg-Id): never give two publishers, or two
+	// lives of one, the same stream id, or the dedupe would take new messages for resends of
+	// old ones.
+	StreamID string
+	// AckSubject is where the engine sends the stream's acks; by default a new inbox of the
+	// connection.
+	AckSubject string
+	// Window bounds the messages in flight (4096): Publish waits while the message it would send
+	// is Window or more sequences past the oldest one not answered. It bounds the publisher's
+	// memory (Window messages kept for resending) and the engine's tracking of the stream.
+	Window int
+	// AckTimeout is how long a message may go unanswered before it is sent again (5 s). The
+	// engine reports messages it never got as missing, so a timeout only covers what that
+	// cannot: the last messages of a burst, acks that were lost, an engine that restarted.
+	AckTimeout time.Duration
+	// MaxRetries bounds the resends of one message (10); after that it fails with ErrNotAcked.
+	MaxRetries int
+	// RetryDelay is the wait before resending a message the engine refused as unavailable (503,
+	// 507): 100 ms.
+	RetryDelay time.Duration
+	// OnResult, when set, is called with every future as it is answered, in no particular order,
+	// on the publisher's goroutines: it must not block (benchmarks time acks with it).
+	OnResult func(*Future)
+	// PublishMsg sends a message; nc.PublishMsg by default. Tests replace it to lose, reorder or
+	// duplicate messages on their way to the engine. The message (and its header map) is reused
+	// once it returns: a hook that keeps it must copy it.
+	PublishMsg func(*nats.Msg) error
+}
+
+// Stats are a publisher's counters.
+type Stats struct {
+	// Published counts Publish calls that sent a message; Acked the messages answered as
+	// stored (Duplicates of them answered as already stored); Failed the messages that failed.
+	Published, Acked, Duplicates, Failed int64
+	// Resent counts every resend; by cause: reported missing by the engine, not answered within
+	// AckTimeout, covered by a cumulative ack whose positions were lost, refused as unavailable.
+	Resent, ResentMissing, ResentTimeout, ResentLost, ResentRefused int64
+	// AckMessages counts the acks received; SendErrors the sends nats.go refused (retried);
+	// Evictions the times the engine dropped the stream's state for room.
+	AckMessages, SendErrors, Evictions int64
+	// InFlight is the number of messages not answered yet.
+	InFlight int
+}
+
+// Publisher publishes one stream of messages with batched acks (see the package doc). Safe for
+// concurrent use; the messages of concurrent Publish calls are numbered in the order the calls
+// get the publisher's lock.
+type Publisher struct {
+	nc         *nats.Conn
+	opts       Options
+	stream     string
+	ackSubject string
+	window     uint64
+	publish    func(*nats.Msg) error
+	sub        *nats.Subscription
+	stop       chan struct{} // closed by Close: the timer loop exits
+	loopDone   chan struct{}
+	retry      chan struct{} // capacity 1: a retry was scheduled (the timer loop speeds up)
+
+	mu       sync.Mutex
+	next     uint64    // the next sequence to give out
+	floor    uint64    // every sequence up to it is answered
+	ring     []*Future // the futures in (floor, next), at seq % window
+	moved    chan struct{}
+	closed   bool
+	fatal    error // the engine does not do batched acks: every Publish fails
+	failures []Failure
+	failed   int // failures since the last report (failures holds the first maxFailures)
+	stats    Stats
+	hdrBuf   []byte
+	msg      nats.Msg    // the message being sent (sendLocked)
+	header   nats.Header // its headers
+	seqValue [1]string   // its Rs-Seq value
+	ack      wireAck
+	answered []*Future // resolved by the current call, for OnResult outside the lock
+}
+
+// New starts a publisher on nc: it subscribes to its ack subject (and confirms the subscription
+// with the server) and starts its timer goroutine. Close stops it.
+func New(nc *nats.Conn, opts Options) (*Publisher, error) {
+	if opts.StreamID == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		opts.StreamID = base64.RawURLEncoding.EncodeToString(b[:])
+	}
+	if !validStreamID(opts.StreamID) {
+		return nil, fmt.Errorf("publisher: stream id %q: want 1 to %d bytes of [A-Za-z0-9_-]", opts.StreamID, MaxStreamID)
+	}
+	if opts.AckSubject == "" {
+		opts.AckSubject = nc.NewInbox()
+	}
+	if opts.Window <= 0 {
+		opts.Window = DefaultWindow
+	}
+	if opts.AckTimeout <= 0 {
+		opts.AckTimeout = DefaultAckTimeout
+	}
+	if opts.MaxRetries <= 0 {
+		opts.MaxRetries = DefaultMaxRetries
+	}
+	if opts.RetryDelay <= 0 {
+		opts.RetryDelay = DefaultRetryDelay
+	}
+	p := &Publisher{
+		nc: nc, opts: opts, stream: opts.StreamID, ackSubject: opts.AckSubject,
+		window: uint64(opts.Window), publish: opts.PublishMsg,
+		stop: make(chan struct{}), loopDone: make(chan struct{}), retry: make(chan struct{}, 1),
+		next: 1, ring: make([]*Future, opts.Window), moved: make(chan struct{}), header: nats.Header{},
+	}
+	if p.publish == nil {
+		p.publish = nc.PublishMsg
+	}
+	sub, err := nc.Subscribe(p.ackSubject, p.onAck)
+	if err != nil {
+		return nil, fmt.Errorf("publisher: subscribe to %s: %w", p.ackSubject, err)
+	}
+	// Acks are bounded by the window (each answers messages in flight): never drop one.
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, err
+	}
+	if err := nc.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("publisher: confirm the ack subscription: %w", err)
+	}
+	p.sub = sub
+	go pprof.Do(context.Background(), pprof.Labels("stage", "publisher-timer"), func(context.Context) { p.timerLoop() })
+	return p, nil
+}
+
+// StreamID is the stream's id.
+func (p *Publisher) StreamID() string { return p.stream }
+
+// AckSubject is where the stream's acks come.
+func (p *Publisher) AckSubject() string { return p.ackSubject }
+
+// Publish sends data on subject with the headers hdr (which may be nil; a Nats-Msg-Id among
+// them becomes the message's id) and returns its future. It waits while the window is full. data
+// and hdr must not change until the future is answered: a resend sends them again.
+func (p *Publisher) Publish(ctx context.Context, subject string, data []byte, hdr nats.Header) (*Future, error) {
+	return p.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: hdr})
+}
+
+// PublishMsg is Publish with a message (its Reply is ignored: the ack subject replaces it).
+func (p *Publisher) PublishMsg(ctx context.Context, m *nats.Msg) (*Future, error) {
+	if p.nc.IsClosed() {
+		return nil, nats.ErrConnectionClosed
+	}
+	p.mu.Lock()
+	for p.next > p.floor+p.window {
+		if err := p.refuseLocked(); err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
+		moved := p.moved
+		p.mu.Unlock()
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		p.mu.Lock()
+	}
+	if err := p.refuseLocked(); err != nil {
+		p.mu.Unlock()
+		return nil, err
+	}
+	seq := p.next
+	p.next++
+	f := &Future{p: p, seq: seq, subject: m.Subject, data: m.Data, header: m.Header}
+	if ids := m.Header[nats.MsgIdHdr]; len(ids) > 0 {
+		f.msgID = ids[0] // else "<stream>:<seq>", made when asked for (MsgID)
+	}
+	p.ring[seq%p.window] = f
+	p.stats.Published++
+	p.sendLocked(f, false, time.Now())
+	p.mu.Unlock()
+	return f, nil
+}
+
+// refuseLocked is why Publish cannot send now, if it cannot. p.mu must be held.
+func (p *Publisher) refuseLocked() error {
+	switch {
+	case p.fatal != nil:
+		return p.fatal
+	case p.closed:
+		return ErrClosed
+	}
+	return nil
+}
+
+// sendLocked (re)sends f with the current floor. A send that nats.go refuses counts as a loss:
+// the timeout sends it again. p.mu must be held (it keeps the sequences in publish order).
+//
+// The message and its header map are the publisher's, reused from send to send (nats.go encodes
+// them before PublishMsg returns): no map per message, which costs more than the message's
+// other allocations together.
+func (p *Publisher) sendLocked(f *Future, resend bool, now time.Time) {
+	h := p.header
+	clear(h)
+	for k, v := range f.header {
+		if k != HeaderSeq {
+			h[k] = v
+		}
+	}
+	p.hdrBuf = appendSeqHeader(p.hdrBuf[:0], p.stream, f.seq, p.floor, resend)
+	p.seqValue[0] = string(p.hdrBuf)
+	h[HeaderSeq] = p.seqValue[:]
+	p.msg = nats.Msg{Subject: f.subject, Reply: p.ackSubject, Header: h, Data: f.data}
+	f.sends++
+	f.sentAt, f.retryAt = now, time.Time{}
+	if err := p.publish(&p.msg); err != nil {
+		f.lastErr = err
+		p.stats.SendErrors++
+	}
+}
+
+// resendLocked sends f again, or fails it once it has been sent MaxRetries+1 times.
+func (p *Publisher) resendLocked(f *Future, cause *int64, now time.Time) {
+	if f.sends > p.opts.MaxRetries {
+		err := fmt.Errorf("%w after %d sends", ErrNotAcked, f.sends)
+		if f.lastErr != nil {
+			err = fmt.Errorf("%w (last: %w)", err, f.lastErr)
+		}
+		p.failLocked(f, err)
+		return
+	}
+	p.stats.Resent++
+	*cause++
+	p.sendLocked(f, true, now)
+}
+
+// pendingLocked is the unanswered future of seq, or nil.
+func (p *Publisher) pendingLocked(seq uint64) *Future {
+	if seq <= p.floor || seq >= p.next {
+		return nil
+	}
+	f := p.ring[seq%p.window]
+	if f == nil || f.seq != seq || f.resolved {
+		return nil
+	}
+	return f
+}
+
+func (p *Publisher) ackLocked(f *Future, a Ack) {
+	p.stats.Acked++
+	if a.Duplicate {
+		p.stats.Duplicates++
+	}
+	f.resolve(a, nil)
+	p.answered = append(p.answered, f)
+}
+
+func (p *Publisher) failLocked(f *Future, err error) {
+	p.stats.Failed++
+	if len(p.failures) < maxFailures {
+		p.failures = append(p.failures, Failure{Seq: f.seq, MsgID: f.MsgID(), Err: err})
+	}
+	p.failed++
+	f.resolve(Ack{}, err)
+	p.answered = append(p.answered, f)
+}
+
+// advanceLocked moves the floor over the answered futures and wakes whoever waits for it.
+func (p *Publisher) advanceLocked() {
+	old := p.floor
+	for p.floor+1 < p.next {
+		i := (p.floor + 1) % p.window
+		if f := p.ring[i]; f != nil && !f.resolved {
+			break
+		}
+		p.ring[i] = nil
+		p.floor++
+	}
+	if p.floor != old {
+		close(p.moved)
+		p.moved = make(chan struct{})
+	}
+}
+
+// callbacks runs OnResult for what the last locked section answered. p.mu must not be held.
+func (p *Publisher) callbacks(answered []*Future) {
+	if p.opts.OnResult == nil {
+		return
+	}
+	for _, f := range answered {
+		p.opts.OnResult(f)
+	}
+}
+
+// takeAnswered returns the futures answered under the lock and resets the list. p.mu must be
+// held.
+func (p *Publisher) takeAnswered() []*Future {
+	if p.opts.OnResult == nil || len(p.answered) == 0 {
+		clear(p.answered)
+		p.answered = p.answered[:0]
+		return nil
+	}
+	a := p.answered
+	p.answered = nil
+	return a
+}
+
+// onAck handles one ack (nats.go's goroutine of the ack subscription).
+func (p *Publisher) onAck(m *nats.Msg) {
+	p.mu.Lock()
+	err := parseAck(m.Data, &p.ack)
+	if err != nil {
+		if errors.Is(err, errPlainReply) {
+			p.breakLocked(fmt.Errorf("publisher: %w", err))
+		}
+		// Anything else on the inbox is not ours to act on.
+	} else if p.ack.Stream == p.stream {
+		p.stats.AckMessages++
+		p.applyLocked(&p.ack, time.Now())
+	}
+	answered := p.takeAnswered()
+	p.mu.Unlock()
+	p.callbacks(answered)
+}
+
+// applyLocked applies an ack: positions, refusals, missing sequences, the cumulative ack and a
+// stream error. p.mu must be held.
+func (p *Publisher) applyLocked(a *wireAck, now time.Time) {
+	// Copies stored first, then duplicates: a message and a copy of it answered in one ack (a
+	// resend that overtook its original) is acked as stored, not as a duplicate.
+	for _, dup := range [2]bool{false, true} {
+		for i := range a.Stored {
+			if r := &a.Stored[i]; r.Dup == dup {
+				p.ackRunLocked(r)
+			}
+		}
+	}
+	for i := range a.Refused {
+		r := &a.Refused[i]
+		for k := uint64(0); k < r.Count && r.Seq+k < p.next; k++ {
+			f := p.pendingLocked(r.Seq + k)
+			if f == nil {
+				continue
+			}
+			refusal := &RefusedError{Code: r.Code, Description: r.Description}
+			if refusal.retriable() && f.sends <= p.opts.MaxRetries {
+				f.lastErr, f.retryAt = refusal, now.Add(p.opts.RetryDelay)
+				select { // the timer loop looks more often while a retry waits
+				case p.retry <- struct{}{}:
+				default:
+				}
+				continue
+			}
+			p.failLocked(f, refusal)
+		}
+	}
+	for _, r := range a.Missing {
+		for seq := max(r[0], p.floor+1); seq <= r[1] && seq < p.next; seq++ {
+			if f := p.pendingLocked(seq); f != nil {
+				p.resendLocked(f, &p.stats.ResentMissing, now)
+			}
+		}
+	}
+	// The cumulative ack: whatever it covers was stored, and its position was in this ack or an
+	// earlier one. A future it covers that is still open lost its position with a lost ack:
+	// resent, it is answered with its position as a duplicate.
+	for seq := p.floor + 1; seq <= a.Through && seq < p.next; seq++ {
+		if f := p.pendingLocked(seq); f != nil && f.retryAt.IsZero() {
+			p.resendLocked(f, &p.stats.ResentLost, now)
+		}
+	}
+	if a.Error != nil {
+		// The engine dropped the stream's state (evicted from its full stream table). Nothing
+		// is lost: it sent what it had first, later outcomes still come by position, and the
+		// state is rebuilt from our floor. Only a gap it was deciding on goes unreported: the
+		// timeout covers it. Resending everything in flight instead would make streams that
+		// take turns in a full table evict each other for ever.
+		p.stats.Evictions++
+	}
+	p.advanceLocked()
+}
+
+// ackRunLocked acks the open futures of a run of stored messages. p.mu must be held.
+func (p *Publisher) ackRunLocked(r *wireStored) {
+	step := max(r.Step, 1)
+	for k := uint64(0); k < r.Count; k++ {
+		seq := r.Seq + k*step
+		if seq >= p.next {
+			return
+		}
+		if f := p.pendingLocked(seq); f != nil {
+			p.ackLocked(f, Ack{Seq: seq, Topic: r.Topic, QueueID: r.QueueID,
+				QueueOffset: r.QueueOffset + int64(k), Duplicate: r.Dup})
+		}
+	}
+}
+
+// breakLocked fails every open future and every later Publish with err: the engine does not
+// answer this stream with batched acks. p.mu must be held.
+func (p *Publisher) breakLocked(err error) {
+	if p.fatal != nil {
+		return
+	}
+	p.fatal = err
+	for seq := p.floor + 1; seq < p.next; seq++ {
+		if f := p.pendingLocked(seq); f != nil {
+			p.failLocked(f, err)
+		}
+	}
+	p.advanceLocked()
+	close(p.moved) // wake Publish waiters: they return the error
+	p.moved = make(chan struct{})
+}
+
+// timerLoop resends what timed out and what waits for its retry, until Close. It looks every
+// AckTimeout/4, and every RetryDelay/4 while a refused message waits for its retry (a scan of
+// the window under the lock: not more often than needed).
+func (p *Publisher) timerLoop() {
+	defer close(p.loopDone)
+	slow := max(p.opts.AckTimeout/4, time.Millisecond)
+	fast := max(min(p.opts.AckTimeout, p.opts.RetryDelay)/4, time.Millisecond)
+	timer := time.NewTimer(slow)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			if p.checkTimers(time.Now()) {
+				timer.Reset(fast)
+			} else {
+				timer.Reset(slow)
+			}
+		case <-p.retry:
+			if !timer.Stop() {
+				select { // drained in case it fired meanwhile
+				case <-timer.C:
+				default:
+				}
+			}
+			timer.Reset(fast)
+		case <-p.stop:
+			return
+		}
+	}
+}
+
+// checkTimers resends what is due, and says whether a retry is still waiting.
+func (p *Publisher) checkTimers(now time.Time) (retrying bool) {
+	p.mu.Lock()
+	for seq := p.floor + 1; seq < p.next; seq++ {
+		f := p.pendingLocked(seq)
+		switch {
+		case f == nil:
+		case !f.retryAt.IsZero():
+			if now.Before(f.retryAt) {
+				retrying = true
+			} else {
+				p.resendLocked(f, &p.stats.ResentRefused, now)
+			}
+		case now.Sub(f.sentAt) >= p.opts.AckTimeout:
+			p.resendLocked(f, &p.stats.ResentTimeout, now)
+		}
+	}
+	p.advanceLocked()
+	answered := p.takeAnswered()
+	p.mu.Unlock()
+	p.callbacks(answered)
+	return retrying
+}
+
+// Flush waits until every message published before the call is answered. It returns nil when
+// all of them were acknowledged, else a *FailedError with every failure since the last report
+// (messages refused, not acked after MaxRetries, or failed by a protocol error). ctx bounds the
+// wait (its error is returned, and nothing is failed).
+func (p *Publisher) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	target := p.next - 1
+	for p.floor < target {
+		moved := p.moved
+		p.mu.Unlock()
+		select {
+		case <-moved:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		p.mu.Lock()
+	}
+	err := p.reportLocked()
+	p.mu.Unlock()
+	return err
+}
+
+// reportLocked returns the failures since the last report and forgets them.
+func (p *Publisher) reportLocked() error {
+	if p.failed == 0 {
+		return nil
+	}
+	e := &FailedError{Failures: p.failures, Count: p.failed}
+	p.failures, p.failed = nil, 0
+	return e
+}
+
+// Close stops taking messages, waits (bounded by ctx) until every message is answered, then
+// unsubscribes and stops. Messages still unanswered when ctx ends fail with ErrClosed: they may
+// or may not be stored. It returns the failures since the last report, as Flush does (and ctx's
+// error with them if it ended the wait).
+func (p *Publisher) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.closed = true
+	close(p.moved) // Publish waiters return ErrClosed
+	p.moved = make(chan struct{})
+	p.mu.Unlock()
+
+	waitErr := p.Flush(ctx)
+	var ferr *FailedError
+	if waitErr != nil && !errors.As(waitErr, &ferr) {
+		waitErr = fmt.Errorf("publisher: close: %w", waitErr)
+	} else {
+		waitErr = nil
+	}
+	close(p.stop)
+	<-p.loopDone
+	unsubErr := p.sub.Unsubscribe()
+	if errors.Is(unsubErr, nats.ErrConnectionClosed) {
+		unsubErr = nil
+	}
+	p.mu.Lock()
+	for seq := p.floor + 1; seq < p.next; seq++ {
+		if f := p.pendingLocked(seq); f != nil {
+			p.failLocked(f, ErrClosed)
+		}
+	}
+	p.advanceLocked()
+	report := p.reportLocked()
+	answered := p.takeAnswered()
+	p.mu.Unlock()
+	p.callbacks(answered)
+	return errors.Join(report, waitErr, unsubErr)
+}
+
+// Stats returns the counters.
+func (p *Publisher) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stats
+	for seq := p.floor + 1; seq < p.next; seq++ {
+		if p.pendingLocked(seq) != nil {
+			s.InFlight++
+		}
+	}
+	return s
+}

@@ -1,0 +1,243 @@
+package ingress
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Batched acks (docs/BATCHED-ACKS.md). A publisher opts in per message with one header,
+//
+//	Rs-Seq: <stream> <seq> <acked>[ r]
+//
+// and makes the message's reply subject its stream's ack subject. Such a message gets no reply of
+// its own: the tracker (tracker.go) sends each stream at most one cumulative ack per tracker round
+// (in practice one per group-commit round in sync mode, per append round in async mode): "every
+// sequence up to N is stored", the positions of what was stored since the last ack, the sequences
+// refused with their codes, and the sequences that never reached the engine ("missing").
+//
+//   - stream: the publisher's stream id, 1 to 64 bytes of [A-Za-z0-9_-].
+//   - seq: the message's sequence number in its stream, 1 to 2^63-1; the publisher numbers its
+//     messages 1, 2, 3... in publish order, over one connection.
+//   - acked: the publisher's floor: every sequence up to it has been answered to the publisher
+//     (stored or refused), 0 <= acked < seq. The engine needs no memory of a stream below it, which
+//     is what lets it rebuild a stream's state after a restart or an eviction from the messages
+//     alone.
+//   - r: the message is a resend. A resend is looked up in the store (Config.Batched.Lookup, the
+//     IndexFile) before it is appended, so that a resend of a message stored before a restart, or
+//     longer ago than the dedupe window, is not stored again.
+//
+// The message's id (UNIQ_KEY, and the dedupe key) is its Nats-Msg-Id when it has one, else
+// "<stream>:<seq>". The header itself is not stored.
+
+// HeaderSeq is the batched-ack header (see above).
+const HeaderSeq = "Rs-Seq"
+
+// MaxStreamID bounds a stream id's length.
+const MaxStreamID = 64
+
+// Defaults of BatchedConfig.
+const (
+	DefaultMaxStreams   = 10_000
+	DefaultStreamIdle   = 2 * time.Minute
+	DefaultMaxAhead     = 1 << 16
+	DefaultTrackerQueue = 1024
+	DefaultMaxAckBytes  = 256 << 10
+)
+
+// ErrBatchedOff: a message carries the batched-ack header, but this engine does not track streams
+// (turned off, or a queue group, which splits a stream between engines). It is refused (400, it
+// wraps ErrInvalidHeader) on the reply subject, so that the publisher learns it at once instead
+// of by a timeout.
+var ErrBatchedOff = fmt.Errorf("%w: batched acks (%s) are off in this engine", ErrInvalidHeader, HeaderSeq)
+
+// BatchedConfig turns batched acks on (Config.Batched). The zero value of every field has a
+// default.
+type BatchedConfig struct {
+	// MaxStreams bounds the streams tracked at once (10,000). A new stream past it evicts the
+	// stream idle the longest, which is sent an error ack (503) and resends what it has in flight.
+	// Memory bound: MaxStreams × (a few hundred bytes + MaxAhead/8 bytes at most, for a stream
+	// that has that many sequences in flight).
+	MaxStreams int
+	// StreamIdle expires a stream nothing happened to for that long (2 min). A stream that comes
+	// back is rebuilt from its messages' floors; nothing is sent on expiry.
+	StreamIdle time.Duration
+	// MaxAhead bounds how far above its cumulative ack a stream's sequences are tracked (65,536).
+	// Messages further ahead are still stored and acked by position, but not covered by the
+	// cumulative ack until the publisher's floor passes them.
+	MaxAhead int
+	// Queue is the capacity, in batches, of the channel from the ack stage to the tracker (1024).
+	// The ack stage never blocks on it: a batch that finds it full is not tracked (counted in
+	// Stats.Batched.Overflow and logged); its sequences are then reported missing or time out at
+	// the publisher, which resends them, and the resends are answered from the store.
+	Queue int
+	// MaxAckBytes bounds one ack message (256 KiB, and never above the server's max payload); a
+	// longer ack is split.
+	MaxAckBytes int
+	// Lookup finds a message already stored (a resend), by topic and message id: the engine
+	// passes a lookup through its IndexFile. ok is false when it is not there (or when the lookup
+	// failed: the resend then goes through the appender's dedupe window as any message does).
+	// nil: no lookup.
+	Lookup func(topic, msgID string) (at StoredAt, ok bool)
+	// Clock is the tracker's clock for idle expiry (time.Now); ExpireTick, when set, replaces
+	// the expiry ticker (every StreamIdle/4): tests drive expiry with a fake clock.
+	Clock      func() time.Time
+	ExpireTick <-chan time.Time
+}
+
+func (c *BatchedConfig) withDefaults(maxPayload int64) *BatchedConfig {
+	b := *c
+	if b.MaxStreams <= 0 {
+		b.MaxStreams = DefaultMaxStreams
+	}
+	if b.StreamIdle <= 0 {
+		b.StreamIdle = DefaultStreamIdle
+	}
+	if b.MaxAhead <= 0 {
+		b.MaxAhead = DefaultMaxAhead
+	}
+	b.MaxAhead = (b.MaxAhead + 63) &^ 63
+	if b.Queue <= 0 {
+		b.Queue = DefaultTrackerQueue
+	}
+	if b.MaxAckBytes <= 0 {
+		b.MaxAckBytes = DefaultMaxAckBytes
+	}
+	if maxPayload > 0 && int64(b.MaxAckBytes) > maxPayload {
+		b.MaxAckBytes = int(maxPayload)
+	}
+	b.MaxAckBytes = max(b.MaxAckBytes, 4<<10)
+	if b.Clock == nil {
+		b.Clock = time.Now
+	}
+	return &b
+}
+
+// StoredAt is where a stored message is: what Lookup returns.
+type StoredAt struct {
+	QueueID        int32
+	QueueOffset    int64
+	PhysOffset     int64
+	StoreTimestamp int64
+}
+
+// seqHeader is a parsed Rs-Seq header.
+type seqHeader struct {
+	stream string
+	seq    uint64
+	acked  uint64
+	resend bool
+}
+
+// parseSeqHeader parses the value of an Rs-Seq header (see the top of this file).
+func parseSeqHeader(vals []string) (seqHeader, error) {
+	var h seqHeader
+	if len(vals) != 1 {
+		return h, fmt.Errorf("%w: %s has %d values; a message has one", ErrInvalidHeader, HeaderSeq, len(vals))
+	}
+	v := vals[0]
+	bad := func(why string) (seqHeader, error) {
+		if len(v) > 100 {
+			v = v[:100] + "..."
+		}
+		return seqHeader{}, fmt.Errorf("%w: %s %q: %s (want \"<stream> <seq> <acked>[ r]\")", ErrInvalidHeader, HeaderSeq, v, why)
+	}
+	var f [4]string // no strings.Split: this runs once per message
+	n, rest := 0, v
+	for ; n < len(f) && rest != ""; n++ {
+		f[n], rest, _ = strings.Cut(rest, " ")
+	}
+	if rest != "" || n < 3 || (n == 4 && f[3] == "") {
+		return bad("not 3 or 4 space-separated fields")
+	}
+	if !validStreamID(f[0]) {
+		return bad(fmt.Sprintf("the stream id must be 1 to %d bytes of [A-Za-z0-9_-]", MaxStreamID))
+	}
+	seq, err := parseSeqNum(f[1])
+	if err != nil || seq == 0 {
+		return bad("the sequence must be a decimal number from 1 to 2^63-1")
+	}
+	acked, err := parseSeqNum(f[2])
+	if err != nil || acked >= seq {
+		return bad("the acked floor must be a decimal number below the sequence")
+	}
+	if n == 4 && f[3] != "r" {
+		return bad(`the fourth field, when present, must be "r"`)
+	}
+	return seqHeader{stream: f[0], seq: seq, acked: acked, resend: n == 4}, nil
+}
+
+func parseSeqNum(s string) (uint64, error) {
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, strconv.ErrSyntax
+	}
+	n, err := strconv.ParseUint(s, 10, 63)
+	return n, err
+}
+
+func validStreamID(s string) bool {
+	if len(s) == 0 || len(s) > MaxStreamID {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// derivedMsgID is the id of a batched message without a Nats-Msg-Id.
+func derivedMsgID(stream string, seq uint64) string {
+	return string(appendDerivedMsgID(make([]byte, 0, len(stream)+21), stream, seq))
+}
+
+func appendDerivedMsgID(dst []byte, stream string, seq uint64) []byte {
+	dst = append(dst, stream...)
+	dst = append(dst, ':')
+	return strconv.AppendUint(dst, seq, 10)
+}
+
+// seqMeta rides in Record.Ctx of a batched record, from the worker to the tracker. The worker
+// allocates the metas of a batch in one slice.
+type seqMeta struct {
+	seqHeader
+	ackTo string // the reply subject: the stream's ack subject
+	// rejected says ingress refused the message itself (it is already counted as rejected).
+	rejected bool
+}
+
+// markerMeta rides in Record.Ctx of a marker record: a record with an error (so the appender
+// skips it) that a worker adds to a batch when the tracker asked it for a marker. When the tracker
+// sees it, every message the worker received before the request has reached the tracker (see
+// tracker.go on missing sequences).
+type markerMeta struct {
+	worker int
+	epoch  uint64
+}
+
+// errMarker is a marker record's error: never replied, never counted.
+var errMarker = errors.New("ingress: tracker marker")
+
+// storedBefore is the error of a resent record found in the store by Lookup: the appender skips
+// it (it has an error) and the tracker acks it as a duplicate at the original's position.
+type storedBefore struct {
+	at StoredAt
+}
+
+func (e *storedBefore) Error() string {
+	return fmt.Sprintf("ingress: already stored at queue %d offset %d", e.at.QueueID, e.at.QueueOffset)
+}
+
+// batchedHeader returns the Rs-Seq values of m, nil for a plain message.
+func batchedHeader(m *nats.Msg) []string {
+	if m.Header == nil {
+		return nil
+	}
+	return m.Header[HeaderSeq]
+}

@@ -1,0 +1,371 @@
+package ingress
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+)
+
+func TestParseSeqHeader(t *testing.T) {
+	good := []struct {
+		in   string
+		want seqHeader
+	}{
+		{"abc 1 0", seqHeader{stream: "abc", seq: 1}},
+		{"A-z_9 42 41 r", seqHeader{stream: "A-z_9", seq: 42, acked: 41, resend: true}},
+		{strings.Repeat("s", 64) + " 9223372036854775807 5", seqHeader{stream: strings.Repeat("s", 64), seq: 1<<63 - 1, acked: 5}},
+	}
+	for _, c := range good {
+		got, err := parseSeqHeader([]string{c.in})
+		if err != nil || got != c.want {
+			t.Errorf("%q: %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{
+		"", "abc", "abc 1", "abc 0 0", "abc 1 1", "abc 2 3", "abc 1 0 x", "abc 1 0 r r", "a.b 1 0",
+		strings.Repeat("s", 65) + " 1 0", "abc +1 0", "abc 1 -0", "abc 9223372036854775808 0", "abc  1 0",
+	} {
+		if _, err := parseSeqHeader([]string{bad}); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if _, err := parseSeqHeader([]string{"a 1 0", "a 2 0"}); err == nil {
+		t.Error("two values accepted")
+	}
+}
+
+func TestSeqSet(t *testing.T) {
+	s := seqSet{base: 0, max: 256}
+	for _, q := range []uint64{1, 2, 3, 5, 64, 65, 130} {
+		if !s.add(q) {
+			t.Fatalf("add %d", q)
+		}
+	}
+	if s.add(257) {
+		t.Fatal("added beyond max")
+	}
+	for _, c := range []struct{ from, unset, set uint64 }{
+		{1, 4, 1}, {4, 4, 5}, {5, 6, 5}, {6, 6, 64}, {64, 66, 64}, {66, 66, 130}, {131, 131, 257},
+	} {
+		if u := s.firstUnset(c.from); u != c.unset {
+			t.Errorf("firstUnset(%d) = %d, want %d", c.from, u, c.unset)
+		}
+		if v := s.firstSet(c.from); v != c.set {
+			t.Errorf("firstSet(%d) = %d, want %d", c.from, v, c.set)
+		}
+	}
+	s.forget(100) // base 64: 1..64 present, 65 kept
+	if s.base != 64 || !s.has(65) || s.has(66) || !s.has(130) || !s.has(3) {
+		t.Fatalf("after forget: base %d, words %b", s.base, s.words)
+	}
+	if !s.add(64+256) || s.add(64+257) {
+		t.Fatal("the reach moved with the base")
+	}
+	s.forget(1000)
+	if s.base != 960 || len(s.words) != 0 || s.firstUnset(961) != 961 {
+		t.Fatalf("after forgetting everything: base %d, words %v", s.base, s.words)
+	}
+}
+
+// TestStreamState walks a stream through out-of-order outcomes, a refusal, gaps decided as
+// missing, and the publisher's floor.
+func TestStreamState(t *testing.T) {
+	s := newStream("s", "ack", 0, 1<<10)
+	store := func(seqs ...uint64) {
+		for _, q := range seqs {
+			s.stored(q, "t", int32(q%2), int64(q/2), false)
+		}
+		s.advance()
+	}
+	store(2, 4, 3)
+	if s.through != 0 || !s.undecided() || s.maxSeen != 4 {
+		t.Fatalf("through %d, max %d, undecided %v", s.through, s.maxSeen, s.undecided())
+	}
+	store(1)
+	if s.through != 4 || s.undecided() {
+		t.Fatalf("through %d after 1..4", s.through)
+	}
+	// Runs: queue 0 got 2 and 4 at offsets 1, 2 (step 2); queue 1 got 3, 1 at 1, 0 (not a run).
+	want := []storedRun{
+		{topic: "t", queueID: 0, queueOffset: 1, seq: 2, step: 2, count: 2},
+		{topic: "t", queueID: 1, queueOffset: 1, seq: 3, step: 1, count: 1},
+		{topic: "t", queueID: 1, queueOffset: 0, seq: 1, step: 1, count: 1},
+	}
+	if !slices.Equal(s.runs, want) {
+		t.Fatalf("runs %+v\nwant %+v", s.runs, want)
+	}
+	s.sent()
+
+	// 5 refused, 6 stored, 8 stored: through stops at 4 (5 refused, 7 unseen).
+	s.refuse(5, CodeTooLarge, "big")
+	store(6, 8)
+	if s.through != 4 || !s.undecided() {
+		t.Fatalf("through %d, undecided %v", s.through, s.undecided())
+	}
+	// Markers came back for everything up to 8: 7 is missing, reported once.
+	s.decided, s.decidedNew = 8, true
+	if got := s.missing(nil, 10); !slices.Equal(got, [][2]uint64{{7, 7}}) {
+		t.Fatalf("missing %v", got)
+	}
+	if got := s.missing(nil, 10); len(got) != 0 {
+		t.Fatalf("reported again: %v", got)
+	}
+	// 7 comes (a resend): through still stops below 5, the refused one.
+	store(7)
+	if s.through != 4 {
+		t.Fatalf("through %d", s.through)
+	}
+	// The publisher got the refusal: its floor passes 5.
+	s.applyFloor(5)
+	s.advance()
+	if s.through != 8 || len(s.refused) != 0 {
+		t.Fatalf("through %d, refused %v", s.through, s.refused)
+	}
+	// A resend of 5 that is stored after all: answered, through unchanged.
+	s.sent()
+	store(5)
+	if s.through != 8 || len(s.runs) != 1 || s.runs[0].seq != 5 {
+		t.Fatalf("through %d, runs %+v", s.through, s.runs)
+	}
+	// Far ahead of MaxAhead: answered by position, not tracked.
+	s.sent()
+	store(8 + 5000)
+	if s.through != 8 || s.maxSeen != 8 || len(s.runs) != 1 {
+		t.Fatalf("through %d, max %d, runs %+v", s.through, s.maxSeen, s.runs)
+	}
+}
+
+// batchedHarness is a harness with batched acks on, a fake clock and a hand-driven expiry tick.
+type batchedHarness struct {
+	*harness
+	mu    sync.Mutex
+	now   time.Time
+	tick  chan time.Time
+	acks  *nats.Subscription
+	inbox string
+}
+
+func newBatchedHarness(t *testing.T, bc BatchedConfig) *batchedHarness {
+	b := &batchedHarness{now: time.Unix(1_700_000_000, 0), tick: make(chan time.Time)}
+	bc.Clock = b.clock
+	bc.ExpireTick = b.tick
+	b.harness = newHarness(t, harnessOpts{cfg: func(c *Config) { c.Batched = &bc }})
+	b.inbox = b.pub.NewInbox()
+	var err error
+	if b.acks, err = b.pub.SubscribeSync(b.inbox + ".>"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.stop(); err != nil {
+			t.Error(err)
+		}
+		b.in.CloseAcks()
+	})
+	return b
+}
+
+func (b *batchedHarness) clock() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.now
+}
+
+func (b *batchedHarness) advance(d time.Duration) {
+	b.mu.Lock()
+	b.now = b.now.Add(d)
+	b.mu.Unlock()
+}
+
+// send publishes message seq of stream with the floor acked, its acks to inbox.<stream>.
+func (b *batchedHarness) send(stream string, seq, acked uint64, subject string, hdr nats.Header) {
+	b.t.Helper()
+	m := nats.NewMsg(subject)
+	for k, v := range hdr {
+		m.Header[k] = v
+	}
+	m.Header.Set(HeaderSeq, fmt.Sprintf("%s %d %d", stream, seq, acked))
+	m.Reply = b.inbox + "." + stream
+	m.Data = fmt.Appendf(nil, "%s-%d", stream, seq)
+	if err := b.pub.PublishMsg(m); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// next waits for the next ack.
+func (b *batchedHarness) next() BatchAck {
+	b.t.Helper()
+	m, err := b.acks.NextMsg(waitTimeout)
+	if err != nil {
+		b.t.Fatalf("waiting for an ack: %v", err)
+	}
+	a, err := ParseBatchAck(m.Data)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return a
+}
+
+// until collects acks of stream until one has through >= want, merging what they say.
+func (b *batchedHarness) until(stream string, want uint64) (merged BatchAck) {
+	b.t.Helper()
+	for merged.Through < want {
+		a := b.next()
+		if a.Stream != stream {
+			b.t.Fatalf("an ack of %s while waiting for %s", a.Stream, stream)
+		}
+		merged.Stream, merged.Through = a.Stream, a.Through
+		merged.Stored = append(merged.Stored, a.Stored...)
+		merged.Refused = append(merged.Refused, a.Refused...)
+		merged.Missing = append(merged.Missing, a.Missing...)
+	}
+	return merged
+}
+
+func storedSeqs(a BatchAck) []uint64 {
+	var out []uint64
+	for _, r := range a.Stored {
+		for k := range r.Count {
+			out = append(out, r.Seq+k*r.Step)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestBatchedAckRefusalAndMissing: one ack per round for a stream, positions matching what the
+// appender stamped; a message refused for its stream is reported with its code and stops the
+// cumulative ack until the floor passes it; a sequence never sent is reported missing once the
+// markers are back, and acked once it comes.
+func TestBatchedAckRefusalAndMissing(t *testing.T) {
+	b := newBatchedHarness(t, BatchedConfig{})
+	for seq := uint64(1); seq <= 3; seq++ {
+		b.send("A", seq, 0, "orders.a", nil)
+	}
+	a := b.until("A", 3)
+	if got := storedSeqs(a); !slices.Equal(got, []uint64{1, 2, 3}) || len(a.Refused)+len(a.Missing) != 0 {
+		t.Fatalf("ack %+v", a)
+	}
+	byID := map[string]appended{} // by UNIQ_KEY: the dedupe of a stream is its claims, not MsgID
+	for _, r := range b.app.snapshot() {
+		id, _ := commitlog.Properties(r.rec.Properties).Get(commitlog.PropUniqKey)
+		byID[string(id)] = r
+		if r.meta.MsgID != "" {
+			t.Fatalf("record %s has MsgID %q: it would take a place in the appender's window", id, r.meta.MsgID)
+		}
+	}
+	for _, r := range a.Stored {
+		for k := range r.Count {
+			seq := r.Seq + k*r.Step
+			rec, ok := byID[fmt.Sprintf("A:%d", seq)]
+			if !ok || rec.meta.QueueID != r.QueueID || rec.meta.QueueOffset != r.QueueOffset+int64(k) || rec.meta.Topic != r.Topic {
+				t.Fatalf("seq %d: ack %+v, stored %+v", seq, r, rec.meta)
+			}
+			if _, ok := commitlog.Properties(rec.rec.Properties).Get(HeaderSeq); ok {
+				t.Fatal("the Rs-Seq header was stored")
+			}
+		}
+	}
+
+	// 4 has a header the store refuses (400); 5 is never sent; 6 and 7 are stored.
+	b.send("A", 4, 3, "orders.a", nats.Header{"X-Bad": {"a\x01b"}})
+	b.send("A", 6, 3, "orders.a", nil)
+	b.send("A", 7, 3, "orders.a", nil)
+	var refused []RefusedRun
+	var missing [][2]uint64
+	var seen []uint64
+	for len(missing) == 0 {
+		a := b.next()
+		if a.Through != 3 {
+			t.Fatalf("through %d: the cumulative ack passed a refused or missing sequence (%+v)", a.Through, a)
+		}
+		refused = append(refused, a.Refused...)
+		missing = append(missing, a.Missing...)
+		seen = append(seen, storedSeqs(a)...)
+	}
+	if len(refused) != 1 || refused[0].Seq != 4 || refused[0].Count != 1 || refused[0].Code != CodeInvalid {
+		t.Fatalf("refused %+v", refused)
+	}
+	if !slices.Equal(missing, [][2]uint64{{5, 5}}) {
+		t.Fatalf("missing %v", missing)
+	}
+	// The publisher resends 5, its floor at 4 now that it has the refusal of 4.
+	b.send("A", 5, 4, "orders.a", nil)
+	a = b.until("A", 7)
+	seen = append(seen, storedSeqs(a)...)
+	slices.Sort(seen)
+	if !slices.Equal(seen, []uint64{5, 6, 7}) || len(a.Missing) != 0 {
+		t.Fatalf("stored %v, ack %+v", seen, a)
+	}
+	st := b.in.Stats()
+	if st.Batched.Missing != 1 || st.Batched.Refused != 1 || st.Batched.Streams != 1 || st.Rejected[CodeInvalid] != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestBatchedIdleExpiry: streams with nothing for StreamIdle expire on the expiry tick (a fake
+// clock); one that comes back is rebuilt from its floor.
+func TestBatchedIdleExpiry(t *testing.T) {
+	b := newBatchedHarness(t, BatchedConfig{StreamIdle: time.Minute})
+	for _, s := range []string{"A", "B"} {
+		b.send(s, 1, 0, "idle."+s, nil)
+		b.until(s, 1)
+	}
+	b.advance(30 * time.Second)
+	b.send("C", 1, 0, "idle.C", nil)
+	b.until("C", 1)
+	b.advance(40 * time.Second) // A and B idle for 70 s, C for 40 s
+	b.tick <- b.clock()         // unbuffered: the tracker has it once this returns
+	b.send("C", 2, 1, "idle.C", nil)
+	b.until("C", 2) // handled after the expiry
+	if st := b.in.Stats().Batched; st.Expired != 2 || st.Streams != 1 {
+		t.Fatalf("stats %+v: want A and B expired, C kept", st)
+	}
+	// A comes back at seq 5, its floor at 4: the rebuilt stream acks through 5 at once.
+	b.send("A", 5, 4, "idle.A", nil)
+	if a := b.until("A", 5); !slices.Equal(storedSeqs(a), []uint64{5}) || len(a.Missing) != 0 {
+		t.Fatalf("ack %+v", a)
+	}
+	if st := b.in.Stats().Batched; st.Streams != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestBatchedHeaderErrors: a malformed header is refused with a plain error reply (400) and
+// nothing is stored.
+func TestBatchedHeaderErrors(t *testing.T) {
+	b := newBatchedHarness(t, BatchedConfig{})
+	m := nats.NewMsg("orders.bad")
+	m.Header.Set(HeaderSeq, "stream.with.dots 1 0")
+	if _, err := b.request(m); err == nil || !strings.Contains(err.Error(), "(400)") {
+		t.Fatalf("reply %v", err)
+	}
+	if len(b.app.snapshot()) != 0 {
+		t.Fatal("something was stored")
+	}
+}
+
+// TestBatchedOff: without Config.Batched, the header is refused (ErrBatchedOff, 400).
+func TestBatchedOff(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	m := nats.NewMsg("orders.off")
+	m.Header.Set(HeaderSeq, "s 1 0")
+	if _, err := h.request(m); err == nil || !strings.Contains(err.Error(), "batched acks") {
+		t.Fatalf("reply %v", err)
+	}
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.app.snapshot()) != 0 {
+		t.Fatal("something was stored")
+	}
+}

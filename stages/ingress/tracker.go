@@ -1,0 +1,438 @@
+package ingress
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rocketstore/engine/stages"
+)
+
+// maxMissingRanges bounds the missing ranges of one ack; the rest go in the next one.
+const maxMissingRanges = 1024
+
+// markerRetry is how soon a marker that found a worker's channel full is offered again.
+const markerRetry = 2 * time.Millisecond
+
+// tracker is the batched-ack stage (docs/BATCHED-ACKS.md): it takes the batches whose records
+// belong to batched-ack streams from the ack stage (Batch.Done, that is ackBatch, offers them
+// without ever blocking), keeps a bounded table of streams, and publishes at most one ack per
+// stream per round.
+//
+// Rounds. The loop blocks for one batch, then drains whatever else the ack stage has handed over
+// meanwhile (stages.Drain), then publishes. The ack stage calls Done for every batch a sync made
+// durable in one burst, so a round covers a group-commit round (or more under load, never less
+// than one batch): one ack per stream per round instead of one reply per message, and no timer.
+//
+// Missing sequences. Ingress workers are sharded by (topic, queue), so the messages of one
+// stream reach the appender, and the tracker, out of order: seeing seq 9 stored while seq 8 is
+// not yet seen means nothing by itself, seq 8 may be in another worker's batch. Markers settle it
+// exactly: when a stream has such a gap, the tracker asks every worker for a marker of a new
+// epoch (a job in the worker's FIFO channel, behind everything the callbacks handed it). The
+// worker adds a marker record to the batch it sends next; the record flows through the appender
+// (which skips it: it carries an error) and the ack stage in order, so when the tracker has the
+// marker of epoch E from every worker, every message received before the request has reached it.
+// NATS delivers one publisher's messages on one subscription in order, so a sequence below one
+// seen before the request that is still unseen then never reached the engine (dropped as a slow
+// consumer, or lost before): it is reported missing, once. (A stream whose subjects are split
+// over several subscriptions loses that order: a sequence may then be reported missing while it
+// is on its way; its resend is answered as a duplicate.)
+//
+// Bounds: at most MaxStreams streams (a new one evicts the least recently active, which is sent
+// an error ack), idle ones expire after StreamIdle, at most MaxAhead sequences tracked per stream,
+// at most Queue batches waiting.
+type tracker struct {
+	in      *Ingress
+	cfg     *BatchedConfig
+	batches chan *stages.Batch
+	// recv is the streams' dedupe (received.go): claimed by the workers, released here.
+	recv *received
+
+	started  atomic.Bool
+	stopOnce sync.Once
+	stop     chan struct{} // closed by close
+	done     chan struct{} // closed when run returns
+
+	counters trackerCounters
+
+	// Owned by the tracker goroutine.
+	streams    map[string]*stream
+	head, tail *stream   // LRU list, head most recent
+	marks      []uint64  // per worker, the highest marker epoch back
+	sent       []uint64  // per worker, the highest marker epoch offered
+	epoch      uint64    // the highest marker epoch asked for
+	minMark    uint64    // min(marks)
+	markerBack bool      // a marker came back this round
+	touched    []*stream // streams with news this round
+	waiting    []*stream // streams waiting for an epoch
+	pending    []*stages.Batch
+	now        time.Time
+	retry      *time.Timer
+	retryC     <-chan time.Time
+	ack        ackWriter
+}
+
+type trackerCounters struct {
+	received, acked, refused, ackMessages, missing       atomic.Int64
+	evicted, expired, overflow, markers, streams         atomic.Int64
+	lookups, lookupHits, publishFailures, untrackedSends atomic.Int64
+	dropped                                              atomic.Int64
+}
+
+func newTracker(in *Ingress, cfg *BatchedConfig) *tracker {
+	t := &tracker{
+		in: in, cfg: cfg, batches: make(chan *stages.Batch, cfg.Queue), recv: newReceived(cfg.MaxStreams, cfg.MaxAhead),
+		stop: make(chan struct{}), done: make(chan struct{}),
+		streams: make(map[string]*stream),
+		marks:   make([]uint64, len(in.workers)), sent: make([]uint64, len(in.workers)),
+	}
+	t.ack.t = t
+	return t
+}
+
+// offer hands a batch over from the ack stage; it never blocks (see BatchedConfig.Queue).
+func (t *tracker) offer(b *stages.Batch) {
+	select {
+	case t.batches <- b:
+	default:
+		t.counters.overflow.Add(1)
+		if ok, held := t.in.failLog.allow(time.Now()); ok {
+			t.in.log.Warn().Int("queue", cap(t.batches)).Int64("more", held).
+				Msg("ingress: the batched-ack tracker is behind; a batch is not tracked (its publishers resend)")
+		}
+	}
+}
+
+// start runs the tracker on its own goroutine (Ingress.Run starts it).
+func (t *tracker) start() {
+	if t.started.CompareAndSwap(false, true) {
+		go t.run()
+	}
+}
+
+// close stops the tracker once it has answered what it holds, and waits for it.
+func (t *tracker) close() {
+	t.stopOnce.Do(func() { close(t.stop) })
+	if t.started.Load() {
+		<-t.done
+	}
+}
+
+func (t *tracker) run() {
+	defer close(t.done)
+	defer func() {
+		if t.retry != nil {
+			t.retry.Stop()
+		}
+	}()
+	expire := t.cfg.ExpireTick
+	if expire == nil {
+		tick := time.NewTicker(max(t.cfg.StreamIdle/4, time.Millisecond))
+		defer tick.Stop()
+		expire = tick.C
+	}
+	for {
+		select {
+		case b := <-t.batches:
+			t.round(b)
+		case <-t.retryC:
+			t.retryC = nil
+			t.sendMarkers()
+		case <-expire:
+			t.expire(t.cfg.Clock())
+		case <-t.stop:
+			// The engine has stopped: what the ack stage handed over is answered, once.
+			select {
+			case b := <-t.batches:
+				t.round(b)
+			default:
+			}
+			return
+		}
+	}
+}
+
+// round handles first and whatever else is queued, then publishes.
+func (t *tracker) round(first *stages.Batch) {
+	t.now = t.cfg.Clock()
+	t.pending, _ = stages.Drain(t.batches, append(t.pending[:0], first), cap(t.batches))
+	for _, b := range t.pending {
+		t.handle(b)
+	}
+	clear(t.pending)
+	t.endRound()
+}
+
+// handle takes the outcome of every batched record of b.
+func (t *tracker) handle(b *stages.Batch) {
+	for i := range b.Records {
+		r := &b.Records[i]
+		switch m := r.Ctx.(type) {
+		case *markerMeta:
+			if m.worker < len(t.marks) && m.epoch > t.marks[m.worker] {
+				t.marks[m.worker] = m.epoch
+				t.markerBack = true
+			}
+		case *seqMeta:
+			s := t.streamFor(m)
+			var before *storedBefore
+			switch {
+			case r.Err == nil:
+				s.stored(m.seq, r.Topic, r.QueueID, r.QueueOffset, r.Duplicate)
+				t.counters.acked.Add(1)
+			case errors.As(r.Err, &before):
+				s.stored(m.seq, r.Topic, before.at.QueueID, before.at.QueueOffset, true)
+				t.counters.acked.Add(1)
+			default:
+				desc := r.Err.Error()
+				if len(desc) > maxDescription {
+					desc = desc[:maxDescription] + "..."
+				}
+				s.refuse(m.seq, ReplyCode(r.Err), desc)
+				t.recv.release(m.stream, m.seq) // a retry must be stored
+				t.counters.refused.Add(1)
+			}
+		}
+	}
+}
+
+// streamFor returns the stream of m, making it (and evicting the least recently active one if
+// the table is full), with m's floor and ack subject applied.
+func (t *tracker) streamFor(m *seqMeta) *stream {
+	s := t.streams[m.stream]
+	if s == nil {
+		if len(t.streams) >= t.cfg.MaxStreams {
+			t.evict(t.tail)
+		}
+		s = newStream(strings.Clone(m.stream), m.ackTo, m.acked, t.cfg.MaxAhead)
+		t.streams[s.id] = s
+		t.pushFront(s)
+		t.counters.streams.Store(int64(len(t.streams)))
+	}
+	if s.ackTo != m.ackTo {
+		s.ackTo = m.ackTo
+	}
+	s.applyFloor(m.acked)
+	t.touch(s)
+	return s
+}
+
+// touch puts s on this round's list and at the head of the LRU list.
+func (t *tracker) touch(s *stream) {
+	if s.inRound {
+		return
+	}
+	s.inRound = true
+	s.last = t.now
+	t.touched = append(t.touched, s)
+	if t.head != s {
+		t.unlink(s)
+		t.pushFront(s)
+	}
+}
+
+// endRound decides the gaps whose markers are back, asks for markers for new gaps, and
+// publishes one ack per stream with news.
+func (t *tracker) endRound() {
+	if t.markerBack {
+		t.markerBack = false
+		if m := minOf(t.marks); m > t.minMark {
+			t.minMark = m
+			t.decide()
+		}
+	}
+	need := false
+	for _, s := range t.touched {
+		if s.gone {
+			continue
+		}
+		s.advance()
+		if s.waitEpoch == 0 && s.undecided() {
+			s.waitEpoch, s.waitHigh = t.epoch+1, s.maxSeen
+			if !s.waiting {
+				s.waiting = true
+				t.waiting = append(t.waiting, s)
+			}
+			need = true
+		}
+	}
+	for _, s := range t.touched {
+		s.inRound = false
+		if !s.gone && s.news() {
+			t.publish(s)
+		}
+	}
+	clear(t.touched)
+	t.touched = t.touched[:0]
+	if need {
+		t.epoch++
+		t.sendMarkers()
+	}
+}
+
+// decide marks the gaps of the streams whose epoch is back as decided.
+func (t *tracker) decide() {
+	kept := t.waiting[:0]
+	for _, s := range t.waiting {
+		switch {
+		case s.gone:
+		case s.waitEpoch <= t.minMark:
+			if s.waitHigh > s.decided {
+				s.decided, s.decidedNew = s.waitHigh, true
+			}
+			s.waitEpoch, s.waiting = 0, false
+			t.touch(s)
+		default:
+			kept = append(kept, s)
+		}
+	}
+	clear(t.waiting[len(kept):])
+	t.waiting = kept
+}
+
+// sendMarkers offers the current epoch's marker to every worker that has not had it; a full
+// channel is tried again shortly (never blocking: a worker may be blocked on the appender).
+func (t *tracker) sendMarkers() {
+	retry := false
+	for i, w := range t.in.workers {
+		if t.sent[i] >= t.epoch {
+			continue
+		}
+		select {
+		case w.jobs <- job{marker: t.epoch}:
+			t.sent[i] = t.epoch
+			t.counters.markers.Add(1)
+		default:
+			retry = true
+		}
+	}
+	if retry && t.retryC == nil {
+		if t.retry == nil {
+			t.retry = time.NewTimer(markerRetry)
+		} else {
+			t.retry.Reset(markerRetry)
+		}
+		t.retryC = t.retry.C
+	}
+}
+
+// evict drops s to make room, after publishing what it had, and tells its publisher.
+func (t *tracker) evict(s *stream) {
+	if s == nil {
+		return
+	}
+	if s.news() {
+		t.publish(s)
+	}
+	t.ack.evicted(s)
+	t.remove(s)
+	t.counters.evicted.Add(1)
+}
+
+// expire drops the streams idle for StreamIdle. Nothing is sent: the publisher is gone, or will
+// rebuild the stream with its next message.
+func (t *tracker) expire(now time.Time) {
+	for s := t.tail; s != nil && now.Sub(s.last) >= t.cfg.StreamIdle; s = t.tail {
+		t.remove(s)
+		t.counters.expired.Add(1)
+	}
+}
+
+func (t *tracker) remove(s *stream) {
+	s.gone = true
+	delete(t.streams, s.id)
+	t.unlink(s)
+	t.counters.streams.Store(int64(len(t.streams)))
+}
+
+func (t *tracker) pushFront(s *stream) {
+	s.prev, s.next = nil, t.head
+	if t.head != nil {
+		t.head.prev = s
+	}
+	t.head = s
+	if t.tail == nil {
+		t.tail = s
+	}
+}
+
+func (t *tracker) unlink(s *stream) {
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else if t.head == s {
+		t.head = s.next
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	} else if t.tail == s {
+		t.tail = s.prev
+	}
+	s.prev, s.next = nil, nil
+}
+
+// publish sends s's news.
+func (t *tracker) publish(s *stream) {
+	t.ack.write(s)
+	s.sent()
+}
+
+// send publishes one ack message.
+func (t *tracker) send(subject string, data []byte) {
+	if err := t.in.cfg.Conn.Publish(subject, data); err != nil {
+		t.counters.publishFailures.Add(1)
+		if ok, held := t.in.replyLog.allow(time.Now()); ok {
+			t.in.log.Warn().Err(err).Int64("more", held).Msg("ingress: a batched ack could not be published")
+		}
+		return
+	}
+	t.counters.ackMessages.Add(1)
+}
+
+func minOf(v []uint64) uint64 {
+	if len(v) == 0 {
+		return 0
+	}
+	m := v[0]
+	for _, x := range v[1:] {
+		m = min(m, x)
+	}
+	return m
+}
+
+// BatchedStats are the batched-ack counters (Stats.Batched).
+type BatchedStats struct {
+	// Received counts the messages of batched-ack streams taken; Acked the ones acknowledged as
+	// stored (duplicates and resends found in the store included), Refused the ones refused.
+	Received, Acked, Refused int64
+	// AckMessages counts the acks published; Missing the sequences reported missing.
+	AckMessages, Missing int64
+	// Streams is the size of the stream table; Evicted and Expired count the streams dropped for
+	// room and for idleness.
+	Streams          int64
+	Evicted, Expired int64
+	// Lookups counts resends looked up in the store, LookupHits those found there (not stored
+	// again).
+	Lookups, LookupHits int64
+	// Overflow counts batches the tracker could not take (never blocking the ack stage); Markers
+	// the markers sent to the workers; PublishFailures the acks that could not be published.
+	Overflow, Markers, PublishFailures int64
+	// Untracked counts batched messages without a reply subject: stored, never acked.
+	Untracked int64
+	// Dropped counts copies of a sequence dropped at ingress because another copy of it was
+	// stored or on its way (resends, duplicates): the stream's dedupe (received.go).
+	Dropped int64
+}
+
+func (t *tracker) stats() BatchedStats {
+	c := &t.counters
+	return BatchedStats{
+		Received: c.received.Load(), Acked: c.acked.Load(), Refused: c.refused.Load(),
+		AckMessages: c.ackMessages.Load(), Missing: c.missing.Load(), Streams: c.streams.Load(),
+		Evicted: c.evicted.Load(), Expired: c.expired.Load(), Lookups: c.lookups.Load(),
+		LookupHits: c.lookupHits.Load(), Overflow: c.overflow.Load(), Markers: c.markers.Load(),
+		PublishFailures: c.publishFailures.Load(), Untracked: c.untrackedSends.Load(),
+		Dropped: c.dropped.Load(),
+	}
+}

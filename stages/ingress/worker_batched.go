@@ -1,0 +1,86 @@
+package ingress
+
+import (
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/stages"
+)
+
+// batched builds the record of a message that carries the batched-ack header (batched.go). ok
+// is false when the message was refused as a plain one and answered already: a malformed header,
+// or batched acks off, or a copy of a sequence another copy of which entered the pipeline
+// already (received.go). A message refused here for its stream (invalid input) is returned as a
+// record with its error, so that its refusal reaches the tracker in order with the others; a
+// resend that Lookup finds in the store is returned as a record with a storedBefore error: the
+// appender skips both. n is the number of jobs of the batch being built (see newMeta).
+func (w *worker) batched(j *job, born int64, vals []string, metas *[]seqMeta, n int) (stages.Record, bool) {
+	in, m := w.in, j.msg
+	sh, err := parseSeqHeader(vals)
+	if err == nil && in.tracker == nil {
+		err = ErrBatchedOff
+	}
+	if err != nil {
+		in.reject(m, err)
+		return stages.Record{}, false
+	}
+	t := in.tracker
+	t.counters.received.Add(1)
+	ids := m.Header[nats.MsgIdHdr]
+	if m.Reply == "" {
+		// Nowhere to send acks: stored as a fire-and-forget message (with the appender's
+		// dedupe, as a message with a Nats-Msg-Id), never tracked.
+		t.counters.untrackedSends.Add(1)
+		rec, err := w.encodeSeq(j, born, &sh)
+		if err != nil {
+			in.reject(m, err)
+			return stages.Record{}, false
+		}
+		if len(ids) == 0 {
+			rec.MsgID = derivedMsgID(sh.stream, sh.seq)
+		}
+		return rec, true
+	}
+	if sh.resend && t.cfg.Lookup != nil && j.route.err == nil && len(ids) < 2 {
+		id := derivedMsgID(sh.stream, sh.seq)
+		if len(ids) == 1 {
+			id = ids[0]
+		}
+		t.counters.lookups.Add(1)
+		if at, found := t.cfg.Lookup(j.route.topic, id); found {
+			t.counters.lookupHits.Add(1)
+			return stages.Record{Topic: j.route.topic, QueueID: at.QueueID, MsgID: id,
+				Err: &storedBefore{at: at}, Ctx: newMeta(metas, n, sh, m.Reply)}, true
+		}
+	}
+	first, tracked := t.recv.set(sh.stream).claim(sh.seq, sh.acked)
+	if !first {
+		// Another copy of the sequence entered the pipeline: its outcome answers it.
+		t.counters.dropped.Add(1)
+		return stages.Record{}, false
+	}
+	meta := newMeta(metas, n, sh, m.Reply)
+	rec, err := w.encodeSeq(j, born, &sh)
+	if err != nil {
+		in.noteReject(m.Subject, err)
+		meta.rejected = true
+		return stages.Record{Topic: j.route.topic, QueueID: j.queue, Err: err, Ctx: meta}, true
+	}
+	if !tracked && len(ids) == 0 {
+		// Beyond the claims' reach: the appender's window dedupes it. (Claimed, the claim is its
+		// dedupe: no entry in the window, where a Nats-Msg-Id of the publisher's own keeps one,
+		// since it may be shared across streams.)
+		rec.MsgID = derivedMsgID(sh.stream, sh.seq)
+	}
+	rec.Reply, rec.Ctx = "", meta
+	return rec, true
+}
+
+// newMeta appends a seqMeta to the batch's metas (allocated once, with capacity n, so that the
+// pointers into it stay valid) and returns it.
+func newMeta(metas *[]seqMeta, n int, sh seqHeader, ackTo string) *seqMeta {
+	if *metas == nil {
+		*metas = make([]seqMeta, 0, n)
+	}
+	*metas = append(*metas, seqMeta{seqHeader: sh, ackTo: ackTo})
+	return &(*metas)[len(*metas)-1]
+}
