@@ -16,6 +16,11 @@ const (
 	// MinBodySize is the smallest body a load may ask for: the sequence number and some filler.
 	MinBodySize = 16
 	seqBits     = 48
+	// preloadPub is the publisher index of the messages a target stores itself before the
+	// measurement (TargetOptions.Cold); genPub that of what a self-loaded target generates.
+	// Publishers are numbered from 0 up to at most 1<<15.
+	preloadPub = 0xFFFF
+	genPub     = 0xFFFE
 )
 
 // SubjectPrefix is the first token of every subject a publisher uses; targets subscribe to
@@ -124,4 +129,36 @@ func (t *atomicTally) add(b []byte) int64 {
 // load returns the tally so far.
 func (t *atomicTally) load() Tally {
 	return Tally{Count: t.count.Load(), Bytes: t.bytes.Load(), Sum: t.sum.Load()}
+}
+
+// routeCheck checks that a stored body is under the topic its publisher sent it to: message i
+// of publisher p goes to topic (i·P + p) mod T (see Publish).
+type routeCheck struct {
+	publishers, topics int64
+	subs               []string
+}
+
+func newRouteCheck(l Load) routeCheck {
+	return routeCheck{publishers: int64(l.Publishers), topics: int64(l.Topics), subs: subjects(l.Topics)}
+}
+
+// want is the subject of the body's topic, "" when the body is not a publisher's.
+func (r routeCheck) want(body []byte) string {
+	if len(body) < 8 {
+		return ""
+	}
+	seq := binary.BigEndian.Uint64(body)
+	pub, i := int64(seq>>seqBits), int64(seq&(1<<seqBits-1))
+	if pub >= r.publishers || r.topics == 0 {
+		return ""
+	}
+	return r.subs[(i*r.publishers+pub)%r.topics]
+}
+
+// check returns a problem when body is under subject but was sent to another one.
+func (r routeCheck) check(subject string, body []byte) string {
+	if w := r.want(body); w != "" && w != subject {
+		return fmt.Sprintf("message %x stored under %s, sent to %s", body[:8], subject, w)
+	}
+	return ""
 }

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -121,9 +124,13 @@ func targetMain(ctx context.Context, dec *json.Decoder, w *lineWriter, log zerol
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", sc.Name, err)
 	}
+	stopProfile, err := startCPUProfile(cfg.Run.Target.CPUProfile)
+	if err != nil {
+		return errors.Join(err, t.Stop())
+	}
 	before := selfUsage()
 	if err := w.send(childLine{Ready: url}); err != nil {
-		return errors.Join(err, t.Stop())
+		return errors.Join(err, stopProfile(), t.Stop())
 	}
 
 	expect := make(chan int64, 1)
@@ -144,16 +151,17 @@ func targetMain(ctx context.Context, dec *json.Decoder, w *lineWriter, log zerol
 	select {
 	case v, ok := <-expect:
 		if !ok {
-			return errors.Join(errors.New("stdin closed before the expected count came"), t.Stop())
+			return errors.Join(errors.New("stdin closed before the expected count came"), stopProfile(), t.Stop())
 		}
 		n = v
 	case <-ctx.Done():
-		return errors.Join(ctx.Err(), t.Stop())
+		return errors.Join(ctx.Err(), stopProfile(), t.Stop())
 	}
 
 	var res TargetResult
 	done, err := t.Await(ctx, n, cfg.Run.stall())
 	res.Usage = selfUsage().Sub(before)
+	err = errors.Join(err, stopProfile())
 	if err != nil {
 		res.AwaitErr = err.Error()
 	} else {
@@ -186,4 +194,31 @@ func publisherMain(ctx context.Context, dec *json.Decoder, w *lineWriter, log ze
 		return fmt.Errorf("publishers: %w", err)
 	}
 	return nil
+}
+
+// startCPUProfile starts a pprof CPU profile of this process into path ("": none) and returns
+// what stops it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	var once sync.Once
+	return func() error {
+		err := error(nil)
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			err = f.Close()
+		})
+		return err
+	}, nil
 }

@@ -1,6 +1,8 @@
 // Package benchmarks is the ingest benchmark harness behind `engine bench`: it measures the
-// engine and its ceilings under the same publisher load, in the same invocation, and states the
-// engine's figures as ratios to the ceilings'. See README.md for how to run it and read it.
+// engine, its ceilings and its baselines (JetStream's file store, a Kafka-style per-topic log,
+// the disk itself) under the same publisher load, in the same invocation, and states the
+// engine's figures as ratios to the ceilings' and JetStream's. See README.md for how to run it
+// and read it.
 //
 // # Processes
 //
@@ -16,8 +18,9 @@
 // # One run
 //
 //  1. The parent makes a scratch directory and starts the target child, which starts its
-//     target (an embedded nats-server and a subscriber, or engine.Serve on a fresh store in
-//     the directory) and reports its URL.
+//     target (an embedded nats-server and a subscriber, engine.Serve on a fresh store in the
+//     directory, JetStream with a stream, a per-topic log writer) and reports its URL. Store
+//     targets make their topics' files first (the preload), outside the measurement.
 //  2. The parent starts the publisher child with the URL and the Load. It connects P
 //     publishers, starts the clock, publishes (fire-and-forget, or request/reply with a window
 //     of W per publisher, optionally rate-limited), and reports a Tally of what it sent, its
@@ -27,10 +30,17 @@
 //     closes its store) and reports its counters and its CPU time over the measurement.
 //  4. The parent runs the scenario's Verify: the ceilings' tallies must equal the publishers';
 //     an engine's store is read back read-only (every CommitLog record with its CRCs, every
-//     ConsumeQueue unit against its record) and must hold exactly the bodies sent. Any
+//     ConsumeQueue unit against its record), JetStream's stream through a restarted server,
+//     kafka-style's topic files record by record; each must hold exactly the bodies sent. Any
 //     difference, drop, error reply, missing reply or failed process makes the Result invalid.
 //
-// Ratios are computed last, from the valid runs of the same invocation (computeRatios).
+// A self-loaded scenario (the disk ceiling) has no publisher child: its target makes its own
+// load in Await and reports it.
+//
+// Ratios are computed last, from the valid runs of the same invocation (computeRatios); the
+// report then checks the issue's goals (CheckGoals) and draws the charts (WriteCharts). Presets
+// (presets.go) build the runs; a rough model (estimate.go) sizes the slow targets' runs and
+// tells how long an invocation takes.
 //
 // # Extending
 //

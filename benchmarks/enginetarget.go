@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/stages/ingress"
 )
 
 func init() {
@@ -52,10 +53,15 @@ type EngineReport struct {
 	FinalSyncs int64 `json:"final_syncs"`
 }
 
-func engineReport(st engine.Stats) EngineReport {
+// engineReport is st less base: what the engine did over the measurement (the preload, which
+// comes before it, is in base).
+func engineReport(st, base engine.Stats) EngineReport {
 	r := EngineReport{
-		Records: st.Records, Bytes: st.Bytes, Batches: st.Batches, Syncs: st.Syncs,
-		SyncsPerMsg: st.SyncsPerRecord, Duplicates: st.Duplicates, AppendErrors: st.AppendErrors,
+		Records: st.Records - base.Records, Bytes: st.Bytes - base.Bytes, Batches: st.Batches - base.Batches,
+		Syncs: st.Syncs - base.Syncs, Duplicates: st.Duplicates, AppendErrors: st.AppendErrors,
+	}
+	if r.Records > 0 {
+		r.SyncsPerMsg = float64(r.Syncs) / float64(r.Records)
 	}
 	if in := st.Ingress; in != nil {
 		r.Received, r.Dropped, r.AcksSent = in.Received, in.Dropped, in.AcksSent
@@ -76,12 +82,15 @@ type engineTarget struct {
 	prog      *progress
 	cancel    context.CancelFunc
 	watchDone chan struct{}
+	preloaded Tally
+	base      engine.Stats // after the preload
 	atDone    engine.Stats
 	final     engine.Stats
 }
 
-// Start serves a fresh store in the run directory and follows what it stores.
-func (t *engineTarget) Start(context.Context) (string, error) {
+// Start serves a fresh store in the run directory, preloads its topics (unless Cold) and
+// follows what it stores.
+func (t *engineTarget) Start(ctx context.Context) (string, error) {
 	o := t.cfg.Run.Target
 	opts := engine.Options{
 		Dir:               storeDir(t.cfg.Dir),
@@ -103,11 +112,63 @@ func (t *engineTarget) Start(context.Context) (string, error) {
 		return "", err
 	}
 	t.srv = srv
+	if !o.Cold {
+		if err := t.preload(ctx); err != nil {
+			return "", errors.Join(fmt.Errorf("preloading the topics: %w", err), srv.Shutdown())
+		}
+	}
+	t.base = srv.Stats()
 	t.prog = newProgress()
-	ctx, cancel := context.WithCancel(context.Background())
+	wctx, cancel := context.WithCancel(context.Background())
 	t.cancel, t.watchDone = cancel, make(chan struct{})
-	go t.watch(ctx)
+	go t.watch(wctx)
 	return srv.ClientURL(), nil
+}
+
+// preloadBodySize is the body size of the preloaded messages: they only make the queues exist.
+const preloadBodySize = 64
+
+// preload stores one message in every queue of every topic the publishers will use, straight
+// through Engine.Put (not NATS), and waits until they are dispatched: the ConsumeQueues then
+// exist, as in a store whose topics are in use, and the measurement does not include creating
+// them. The bodies carry sequence numbers no publisher uses (publisher index preloadPub).
+func (t *engineTarget) preload(ctx context.Context) error {
+	e := t.srv.Engine
+	body := newBody(preloadBodySize, preloadPub)
+	batch := make([]engine.Message, 0, 1024)
+	var n int64
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		res, err := e.Put(ctx, batch...)
+		for _, r := range res {
+			err = errors.Join(err, r.Err)
+		}
+		batch = batch[:0]
+		return err
+	}
+	for _, subj := range subjects(t.cfg.Run.Load.Topics) {
+		topic, _, err := ingress.Mapping{}.Map(subj)
+		if err != nil {
+			return err
+		}
+		for q := range int32(ingress.DefaultQueuesPerTopic) {
+			setSeq(body, seqOf(preloadPub, n))
+			n++
+			t.preloaded.Add(body)
+			batch = append(batch, engine.Message{Topic: topic, QueueID: q, Body: append([]byte(nil), body...)})
+			if len(batch) == cap(batch) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	return e.WaitDispatched(ctx, e.Offsets().Written)
 }
 
 // watch follows the Dispatched watermark, event-driven: every time it moves, the target holds
@@ -119,8 +180,10 @@ func (t *engineTarget) watch(ctx context.Context) {
 	e := t.srv.Engine
 	for {
 		off := e.Offsets()
-		if recs := e.Stats().Records; off.Dispatched >= off.Written {
+		if recs := e.Stats().Records - t.base.Records; off.Dispatched >= off.Written {
 			t.prog.set(recs, time.Now())
+		} else {
+			t.prog.busy.Store(off.Dispatched) // a backlog being dispatched is progress
 		}
 		if err := e.WaitDispatched(ctx, off.Dispatched+1); err != nil {
 			return // cancelled, or the pipeline stopped
@@ -132,8 +195,8 @@ func (t *engineTarget) watch(ctx context.Context) {
 func (t *engineTarget) Await(ctx context.Context, n int64, stall time.Duration) (time.Time, error) {
 	done, err := t.prog.await(ctx, n, stall)
 	t.atDone = t.srv.Stats()
-	if err == nil && t.atDone.Records > n {
-		err = fmt.Errorf("stored %d records, %d were sent", t.atDone.Records, n)
+	if got := t.atDone.Records - t.base.Records; err == nil && got > n {
+		err = fmt.Errorf("stored %d records, %d were sent", got, n)
 	}
 	return done, err
 }
@@ -153,7 +216,7 @@ func (t *engineTarget) Stop() error {
 
 // Report is the engine's counters when it held every message, with the syncs at the end.
 func (t *engineTarget) Report() TargetReport {
-	r := engineReport(t.atDone)
-	r.FinalSyncs = t.final.Syncs
-	return TargetReport{Engine: &r}
+	r := engineReport(t.atDone, t.base)
+	r.FinalSyncs = t.final.Syncs - t.base.Syncs
+	return TargetReport{Engine: &r, Preloaded: t.preloaded, Syncs: r.Syncs, Synced: r.Records}
 }

@@ -19,6 +19,10 @@ type Info struct {
 	Preset    string
 	Invalid   int
 	TotalRuns int
+	// Goals are the issue's goals checked against the runs (see CheckGoals); Charts are the
+	// charts written beside the report, as paths relative to it.
+	Goals  []GoalResult
+	Charts []string
 }
 
 // column is one column of the outputs: its CSV name ("" keeps it out of the CSV), its Markdown
@@ -31,13 +35,19 @@ type column struct {
 
 var columns = []column{
 	{"run", "run", func(r *Result) string { return r.Run.ID }},
+	{"group", "", func(r *Result) string { return r.Run.Group }},
 	{"scenario", "target", func(r *Result) string { return r.Run.Scenario }},
 	{"ack", "", func(r *Result) string { return string(r.Run.Load.Ack) }},
 	{"window", "", func(r *Result) string { return itoa(int64(r.Run.Load.Window)) }},
 	{"publishers", "", func(r *Result) string { return itoa(int64(r.Run.Load.Publishers)) }},
 	{"topics", "", func(r *Result) string { return itoa(int64(r.Run.Load.Topics)) }},
 	{"body_bytes", "", func(r *Result) string { return itoa(int64(r.Run.Load.BodySize)) }},
-	{"", "load", func(r *Result) string { return loadText(r.Run.Load) }},
+	{"", "load", func(r *Result) string {
+		if sc := scenarios[r.Run.Scenario]; sc != nil && sc.SelfLoaded {
+			return sizeText(r.Run.Load.BodySize) + " write+fdatasync"
+		}
+		return loadText(r.Run.Load)
+	}},
 	{"rate_limit", "", func(r *Result) string { return fnum(r.Run.Load.Rate, 0) }},
 	{"sent", "", func(r *Result) string { return itoa(r.Sent) }},
 	{"found", "", func(r *Result) string { return itoa(r.Found) }},
@@ -46,21 +56,28 @@ var columns = []column{
 	{"msgs_per_s", "msgs/s", func(r *Result) string { return fnum(r.MsgsPerSec, 0) }},
 	{"mb_per_s", "MB/s", func(r *Result) string { return fnum(r.MBPerSec, 1) }},
 	{"ratio", "", func(r *Result) string { return fnum(r.Ratio, 3) }},
-	{"", "vs ceiling", ratioText},
+	{"", "vs ceiling", func(r *Result) string { return ratioText(r, r.Ceiling, r.Ratio, "ceiling") }},
 	{"ceiling_run", "", func(r *Result) string { return r.Ceiling }},
+	{"ratio_js", "", func(r *Result) string { return fnum(r.RatioJS, 3) }},
+	{"", "vs JS", func(r *Result) string { return ratioText(r, r.JetStream, r.RatioJS, "JS") }},
+	{"jetstream_run", "", func(r *Result) string { return r.JetStream }},
+	{"ratio_js_sync", "", func(r *Result) string { return fnum(r.RatioJSSync, 3) }},
+	{"", "vs JS sync", func(r *Result) string { return ratioText(r, r.JetStreamSync, r.RatioJSSync, "JS sync") }},
+	{"jetstream_sync_run", "", func(r *Result) string { return r.JetStreamSync }},
 	{"publish_msgs_per_s", "", func(r *Result) string { return fnum(r.PublishPerSec, 0) }},
 	{"p50_us", "ack p50 µs", latencyText(func(l Latency) time.Duration { return l.P50 })},
 	{"p99_us", "ack p99 µs", latencyText(func(l Latency) time.Duration { return l.P99 })},
 	{"p999_us", "ack p99.9 µs", latencyText(func(l Latency) time.Duration { return l.P999 })},
 	{"max_us", "", latencyText(func(l Latency) time.Duration { return l.Max })},
 	{"window_waits", "", func(r *Result) string { return itoa(r.WindowWaits) }},
-	{"syncs", "", func(r *Result) string { return engineInt(r, func(e *EngineReport) int64 { return e.Syncs }) }},
+	{"syncs", "", func(r *Result) string { return itoa(r.Syncs) }},
 	{"records", "", func(r *Result) string { return engineInt(r, func(e *EngineReport) int64 { return e.Records }) }},
+	{"preloaded", "", func(r *Result) string { return itoa(r.Preloaded) }},
 	{"syncs_per_msg", "syncs/msg", func(r *Result) string {
-		if r.Engine == nil {
-			return ""
+		if v := r.SyncsPerMsg(); v >= 0 {
+			return strconv.FormatFloat(v, 'g', 3, 64)
 		}
-		return strconv.FormatFloat(r.Engine.SyncsPerMsg, 'g', 3, 64)
+		return ""
 	}},
 	{"target_cpu_s", "target CPU s", func(r *Result) string { return fnum(r.TargetCPU.Seconds(), 2) }},
 	{"target_cpu_us_per_msg", "CPU µs/msg", func(r *Result) string {
@@ -78,6 +95,7 @@ var columns = []column{
 	{"problems", "", func(r *Result) string { return strings.Join(r.Problems, "; ") }},
 	{"started", "", func(r *Result) string { return r.Started.UTC().Format(time.RFC3339) }},
 	{"took_s", "", func(r *Result) string { return fnum(r.Took.Seconds(), 1) }},
+	{"cpu_profile", "", func(r *Result) string { return r.Profile }},
 	{"latency_hdr", "", func(r *Result) string { return r.Latency.Encoded }},
 }
 
@@ -112,33 +130,21 @@ func WriteCSV(w io.Writer, rs []Result) error {
 	return cw.Error()
 }
 
-// WriteMarkdown writes a heading, the table of the readable columns and, below it, what made
-// runs invalid and where the rate-limited runs took their rate.
+// WriteMarkdown writes a heading, the table of the readable columns (one per group of runs
+// when there are several: the sweeps), what made runs invalid and where the rate-limited runs
+// took their rate, then the goals and the charts when there are any.
 func WriteMarkdown(w io.Writer, info Info, rs []Result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### `%s`\n\n", info.Command)
 	fmt.Fprintf(&b, "%s, %s; %d runs in %s, %d invalid.\n\n", info.Started.UTC().Format(time.RFC3339),
 		info.Host, info.TotalRuns, info.Took.Round(time.Second), info.Invalid)
-	var heads, rules []string
-	for _, c := range columns {
-		if c.md != "" {
-			heads = append(heads, c.md)
-			rules = append(rules, "---")
+	groups := groupOrder(rs)
+	for _, g := range groups {
+		if len(groups) > 1 {
+			fmt.Fprintf(&b, "#### %s\n\n", groupTitle(g))
 		}
-	}
-	fmt.Fprintf(&b, "| %s |\n| %s |\n", strings.Join(heads, " | "), strings.Join(rules, " | "))
-	for i := range rs {
-		var cells []string
-		for _, c := range columns {
-			switch {
-			case c.md == "":
-			case !rs[i].Valid && !markdownIdentity[c.md]:
-				cells = append(cells, "") // an invalid run's figures do not count: not shown
-			default:
-				cells = append(cells, strings.ReplaceAll(c.val(&rs[i]), "|", `\|`))
-			}
-		}
-		fmt.Fprintf(&b, "| %s |\n", strings.Join(cells, " | "))
+		writeTable(&b, rs, func(r *Result) bool { return r.Run.Group == g })
+		b.WriteString("\n")
 	}
 	var notes []string
 	for i := range rs {
@@ -151,20 +157,80 @@ func WriteMarkdown(w io.Writer, info Info, rs []Result) error {
 			notes = append(notes, fmt.Sprintf("%s is INVALID: %s.", r.Run.ID, strings.Join(r.Problems, "; ")))
 		}
 	}
+	for _, n := range notes {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
 	if len(notes) > 0 {
 		b.WriteString("\n")
-		for _, n := range notes {
-			fmt.Fprintf(&b, "- %s\n", n)
-		}
 	}
-	_, err := io.WriteString(w, b.String())
+	writeGoals(&b, info.Goals)
+	if len(info.Charts) > 0 {
+		b.WriteString("#### Charts\n\n")
+		for _, c := range info.Charts {
+			fmt.Fprintf(&b, "![%s](%s)\n", c, c)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")
 	return err
 }
 
+// writeTable writes the Markdown table of the results keep selects.
+func writeTable(b *strings.Builder, rs []Result, keep func(*Result) bool) {
+	var heads, rules []string
+	for _, c := range columns {
+		if c.md != "" {
+			heads = append(heads, c.md)
+			rules = append(rules, "---")
+		}
+	}
+	fmt.Fprintf(b, "| %s |\n| %s |\n", strings.Join(heads, " | "), strings.Join(rules, " | "))
+	for i := range rs {
+		if !keep(&rs[i]) {
+			continue
+		}
+		var cells []string
+		for _, c := range columns {
+			switch {
+			case c.md == "":
+			case !rs[i].Valid && !markdownIdentity[c.md]:
+				cells = append(cells, "") // an invalid run's figures do not count: not shown
+			default:
+				cells = append(cells, strings.ReplaceAll(c.val(&rs[i]), "|", `\|`))
+			}
+		}
+		fmt.Fprintf(b, "| %s |\n", strings.Join(cells, " | "))
+	}
+}
+
+// groupOrder lists the runs' groups in the order they first appear.
+func groupOrder(rs []Result) []string {
+	var gs []string
+	seen := map[string]bool{}
+	for i := range rs {
+		if g := rs[i].Run.Group; !seen[g] {
+			seen[g] = true
+			gs = append(gs, g)
+		}
+	}
+	return gs
+}
+
+// groupTitle is the heading of a group's table.
+func groupTitle(g string) string {
+	if t, ok := groupTitles[g]; ok {
+		return t
+	}
+	if g == "" {
+		return "Runs"
+	}
+	return g
+}
+
 func loadText(l Load) string {
-	s := fmt.Sprintf("%s %dB p%d t%d", l.Ack, l.BodySize, l.Publishers, l.Topics)
+	s := fmt.Sprintf("%s %s p%d t%d", l.Ack, sizeText(l.BodySize), l.Publishers, l.Topics)
 	if l.Ack == RequestReply {
-		s = fmt.Sprintf("%s w%d %dB p%d t%d", l.Ack, l.Window, l.BodySize, l.Publishers, l.Topics)
+		s = fmt.Sprintf("%s w%d %s p%d t%d", l.Ack, l.Window, sizeText(l.BodySize), l.Publishers, l.Topics)
 	}
 	if l.Rate > 0 {
 		s += " @" + count(int64(l.Rate)) + "/s"
@@ -172,14 +238,26 @@ func loadText(l Load) string {
 	return s
 }
 
-func ratioText(r *Result) string {
+// ratioText shows a ratio to a reference run, or self when r is that reference.
+func ratioText(r *Result, ref string, ratio float64, self string) string {
 	switch {
-	case r.Ratio == 0:
+	case ratio == 0:
 		return ""
-	case r.Ceiling == r.Run.ID:
-		return "ceiling"
+	case ref == r.Run.ID:
+		return self
 	}
-	return fnum(r.Ratio, 3)
+	return fnum(ratio, 3)
+}
+
+// sizeText is a body size in bytes, KiB or MiB: 128B, 1KiB, 16KiB, 1MiB.
+func sizeText(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return fmt.Sprintf("%dB", n)
 }
 
 func latencyText(pick func(Latency) time.Duration) func(r *Result) string {

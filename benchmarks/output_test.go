@@ -98,27 +98,3 @@ func TestRatiosAndOutputs(t *testing.T) {
 		t.Errorf("csv valid %q", got)
 	}
 }
-
-func TestPresets(t *testing.T) {
-	for _, name := range Presets() {
-		runs, err := Preset(name, PresetOptions{})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		for _, r := range runs {
-			if r.Target.CommitLogSize != DefaultCommitLogSize {
-				t.Errorf("%s/%s: segment %d", name, r.ID, r.Target.CommitLogSize)
-			}
-		}
-	}
-	runs, _ := Preset("issue3", PresetOptions{})
-	for i, sc := range []string{"ceiling-responder", "engine-sync"} {
-		r := runs[len(runs)-2+i]
-		if r.RateOf != "engine-sync/rr4096" || r.RateFraction != 0.5 || r.Scenario != sc {
-			t.Errorf("issue3's rate-limited runs: %+v", r)
-		}
-	}
-	if _, err := Preset("nope", PresetOptions{}); err == nil {
-		t.Error("unknown preset accepted")
-	}
-}

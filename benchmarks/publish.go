@@ -270,14 +270,17 @@ func (p *publisher) run(ctx context.Context, start, deadline time.Time) (err err
 		setSeq(p.body, seqOf(p.id, i))
 		msg.Subject = p.subs[topic%int64(len(p.subs))]
 		topic += int64(l.Publishers)
-		p.sent.Add(p.body)
 		if i == skip {
+			p.sent.Add(p.body) // claimed, never sent: the loss verification must find
 			continue
 		}
 		if rr {
 			if err := p.acquire(ctx); err != nil {
-				return err
+				return err // not counted as sent: the run is invalid for the missing replies
 			}
+		}
+		p.sent.Add(p.body)
+		if rr {
 			replyBuf = strconv.AppendInt(append(append(replyBuf[:0], p.inbox...), '.'), int64(time.Since(epoch)), 10)
 			msg.Reply = string(replyBuf)
 		}

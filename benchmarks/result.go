@@ -32,6 +32,12 @@ type Result struct {
 	// (0 when there is none: a rate-limited run, no valid ceiling of the same load).
 	Ceiling string  `json:"ceiling,omitempty"`
 	Ratio   float64 `json:"ratio,omitempty"`
+	// JetStream and JetStreamSync are the jetstream-default and jetstream-syncalways runs of the
+	// same load, with the ratios of this run's rate to theirs (0: none, as for Ratio).
+	JetStream     string  `json:"jetstream,omitempty"`
+	RatioJS       float64 `json:"ratio_js,omitempty"`
+	JetStreamSync string  `json:"jetstream_sync,omitempty"`
+	RatioJSSync   float64 `json:"ratio_js_sync,omitempty"`
 
 	// Latency of the replies, publish to reply (request/reply).
 	Latency Latency `json:"latency"`
@@ -39,6 +45,14 @@ type Result struct {
 	WindowWaits int64 `json:"window_waits"`
 	// Engine is what an engine target reported (syncs per message, drops, ...).
 	Engine *EngineReport `json:"engine,omitempty"`
+	// Syncs and Synced are the syncs a target counted and the messages they covered (both 0
+	// for targets that do not count them). Preloaded counts what the target stored before the
+	// measurement (see TargetOptions.Cold).
+	Syncs     int64 `json:"syncs,omitempty"`
+	Synced    int64 `json:"synced,omitempty"`
+	Preloaded int64 `json:"preloaded,omitempty"`
+	// Profile is the target child's CPU profile, when one was asked for.
+	Profile string `json:"profile,omitempty"`
 
 	// TargetCPU and PublisherCPU are CPU seconds (user + system) of each process over the
 	// measurement; the peak RSS values are each process's high-water mark over its life.
@@ -66,13 +80,16 @@ func (r *Result) TargetCPUPerMsg() time.Duration {
 	return r.TargetCPU / time.Duration(r.Sent)
 }
 
-// SyncsPerMsg is the engine's syncs per stored record at the moment it held every message
-// (-1 for targets that do not sync).
+// SyncsPerMsg is the target's syncs per stored message at the moment it held every message
+// (the engine's, kafka-style-sync's, the disk ceiling's; -1 for targets that do not count them).
 func (r *Result) SyncsPerMsg() float64 {
-	if r.Engine == nil {
+	if r.Engine != nil {
+		return r.Engine.SyncsPerMsg
+	}
+	if r.Synced == 0 {
 		return -1
 	}
-	return r.Engine.SyncsPerMsg
+	return float64(r.Syncs) / float64(r.Synced)
 }
 
 // isCeiling says whether r's scenario is the reference of r's ack mode.
@@ -81,28 +98,45 @@ func (r *Result) isCeiling() bool {
 	return ok && sc.CeilingFor != "" && sc.CeilingFor == r.Run.Load.Ack
 }
 
-// computeRatios sets Ceiling and Ratio on every valid run that is not rate-limited: the ceiling
-// is the last valid run before it in the invocation (or, failing that, the first after it)
-// whose scenario is the reference of its ack mode and whose load has the same Key.
+// isReference says whether r's scenario is a reference of kind ref (RefJetStream, ...).
+func (r *Result) isReference(ref string) bool {
+	sc, ok := scenarios[r.Run.Scenario]
+	return ok && sc.Reference == ref
+}
+
+// computeRatios sets the ratios of every valid run that is not rate-limited: to its ceiling
+// (Ceiling, Ratio) and to JetStream (JetStream, RatioJS; JetStreamSync, RatioJSSync). Each
+// reference is the last valid run before it in the invocation (or, failing that, the first
+// after it) whose scenario is that reference and whose load has the same Key.
 func computeRatios(rs []Result) {
 	for i := range rs {
 		r := &rs[i]
 		r.Ceiling, r.Ratio = "", 0
+		r.JetStream, r.RatioJS, r.JetStreamSync, r.RatioJSSync = "", 0, "", 0
 		if !r.Valid || r.Run.Load.Rate > 0 || r.MsgsPerSec <= 0 {
 			continue
 		}
-		if c := findCeiling(rs, i); c >= 0 {
+		if c := findReference(rs, i, (*Result).isCeiling); c >= 0 {
 			r.Ceiling = rs[c].Run.ID
 			r.Ratio = r.MsgsPerSec / rs[c].MsgsPerSec
+		}
+		if c := findReference(rs, i, func(c *Result) bool { return c.isReference(RefJetStream) }); c >= 0 {
+			r.JetStream = rs[c].Run.ID
+			r.RatioJS = r.MsgsPerSec / rs[c].MsgsPerSec
+		}
+		if c := findReference(rs, i, func(c *Result) bool { return c.isReference(RefJetStreamSync) }); c >= 0 {
+			r.JetStreamSync = rs[c].Run.ID
+			r.RatioJSSync = r.MsgsPerSec / rs[c].MsgsPerSec
 		}
 	}
 }
 
-func findCeiling(rs []Result, i int) int {
+// findReference finds the reference of run i among the runs that is() says are references.
+func findReference(rs []Result, i int, is func(*Result) bool) int {
 	key := rs[i].Run.Load.Key()
 	match := func(j int) bool {
 		c := &rs[j]
-		return c.Valid && c.isCeiling() && c.Run.Load.Ack == rs[i].Run.Load.Ack && c.Run.Load.Key() == key && c.MsgsPerSec > 0
+		return c.Valid && is(c) && c.Run.Load.Ack == rs[i].Run.Load.Ack && c.Run.Load.Key() == key && c.MsgsPerSec > 0
 	}
 	for j := i; j >= 0; j-- {
 		if match(j) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,10 +28,19 @@ type Runner struct {
 	// Keep leaves the scratch directories in place (for a look at the store).
 	Keep bool
 	Log  zerolog.Logger
-	// Progress, when set, gets a status line rewritten in place (a terminal); nil is quiet.
+	// Progress, when set, gets a progress bar and status line rewritten in place (a
+	// terminal); nil is quiet.
 	Progress io.Writer
+	// Estimate, when set, is the expected wall time of a run (see Run.Estimate): the
+	// progress bar's time left comes from it, corrected by how long the runs so far took.
+	Estimate func(Run) time.Duration
+	// ProfileDir, when set, gets a pprof CPU profile of every run's target child, named after
+	// the run (see ProfileName).
+	ProfileDir string
 	// Stderr receives the children's logs (os.Stderr when nil).
 	Stderr io.Writer
+
+	bar progressBar
 }
 
 // Check validates runs as a whole: each run, unique IDs, rates taken from earlier runs.
@@ -61,7 +71,9 @@ func (r *Runner) Run(ctx context.Context, runs []Run) ([]Result, error) {
 	}
 	results := make([]Result, 0, len(runs))
 	byID := map[string]int{}
+	r.bar = progressBar{estimate: r.Estimate, runs: runs, begun: time.Now()}
 	for i, run := range runs {
+		r.bar.start(i)
 		var res Result
 		var src *Result
 		if j, ok := byID[run.RateOf]; ok {
@@ -78,9 +90,10 @@ func (r *Runner) Run(ctx context.Context, runs []Run) ([]Result, error) {
 			if src != nil {
 				run.Load.Rate = run.RateFraction * src.MsgsPerSec
 			}
-			r.status("[%d/%d] %s: starting", i+1, len(runs), run.ID)
-			res = r.runOne(ctx, run, fmt.Sprintf("[%d/%d] %s", i+1, len(runs), run.ID))
+			r.status("%s: starting", run.ID)
+			res = r.runOne(ctx, run, run.ID)
 		}
+		r.bar.finish(i, res.Took)
 		r.done(i+1, len(runs), &res)
 		results = append(results, res)
 		byID[run.ID] = len(results) - 1
@@ -97,7 +110,7 @@ func (r *Runner) runOne(parent context.Context, run Run, label string) (res Resu
 	defer cancel()
 	log := r.Log.With().Str("run", run.ID).Logger()
 
-	dir, err := os.MkdirTemp(r.WorkDir, "bench-"+strings.NewReplacer("/", "_", " ", "_").Replace(run.ID)+"-")
+	dir, err := os.MkdirTemp(r.WorkDir, "bench-"+fileSafe(run.ID)+"-")
 	if err != nil {
 		res.invalid("scratch directory: %v", err)
 		return res
@@ -107,6 +120,11 @@ func (r *Runner) runOne(parent context.Context, run Run, label string) (res Resu
 	} else {
 		defer os.RemoveAll(dir)
 	}
+	if r.ProfileDir != "" {
+		run.Target.CPUProfile = filepath.Join(r.ProfileDir, ProfileName(run.ID))
+		res.Profile = run.Target.CPUProfile
+	}
+	sc := scenarios[run.Scenario]
 
 	tgt, err := r.startChild(ctx, RoleTarget, parentLine{Target: &TargetConfig{Run: run, Dir: dir}})
 	if err != nil {
@@ -124,18 +142,25 @@ func (r *Runner) runOne(parent context.Context, run Run, label string) (res Resu
 		return res
 	}
 
-	pres, err := r.publish(ctx, run, ready.Ready, label)
-	if err != nil {
-		res.invalid("%v", err)
+	var pres PublishResult
+	if sc.SelfLoaded {
+		r.status("%s: the target runs its own load", label)
+	} else {
+		pres, err = r.publish(ctx, run, ready.Ready, label)
+		if err != nil {
+			res.invalid("%v", err)
+		}
+		res.PublisherCPU, res.PublisherRSS = pres.Usage.CPU(), pres.Usage.MaxRSS
 	}
-	res.PublisherCPU, res.PublisherRSS = pres.Usage.CPU(), pres.Usage.MaxRSS
 	n := pres.Sent.Count
 	if err := tgt.send(parentLine{Expect: &n}); err != nil {
 		tgt.kill()
 		res.invalid("%v", err)
 		return res
 	}
-	r.status("%s: published %d, waiting for the target", label, pres.Published)
+	if !sc.SelfLoaded {
+		r.status("%s: published %s, waiting for the target", label, count(pres.Published))
+	}
 	tl, err := tgt.next(ctx, nil)
 	if err == nil && tl.TargetResult == nil {
 		err = errors.New("the target child sent no result")
@@ -151,6 +176,10 @@ func (r *Runner) runOne(parent context.Context, run Run, label string) (res Resu
 	tres := *tl.TargetResult
 	res.TargetCPU, res.TargetRSS = tres.Usage.CPU(), tres.PeakRSS
 	res.Engine = tres.Report.Engine
+	res.Syncs, res.Synced, res.Preloaded = tres.Report.Syncs, tres.Report.Synced, tres.Report.Preloaded.Count
+	if g := tres.Report.Generated; sc.SelfLoaded && g != nil {
+		pres.Sent, pres.Published, pres.Start, pres.Flushed = *g, g.Count, tres.Report.Start, tres.Done
+	}
 	if tres.AwaitErr != "" {
 		res.invalid("target: %s", tres.AwaitErr)
 	}
@@ -159,7 +188,6 @@ func (r *Runner) runOne(parent context.Context, run Run, label string) (res Resu
 	}
 
 	r.status("%s: verifying", label)
-	sc := scenarios[run.Scenario]
 	found, problems := sc.Verify(ctx, VerifyInput{Run: run, Dir: dir, Sent: pres.Sent, Target: tres.Report})
 	for _, p := range problems {
 		res.invalid("%s", p)
@@ -181,7 +209,11 @@ func (r *Runner) publish(ctx context.Context, run Run, url, label string) (Publi
 	}
 	start := time.Now()
 	l, err := pub.next(ctx, func(p progressLine) {
-		r.status("%s: %s published, %s acked, %.0fs", label, count(p.Published), count(p.Acked), time.Since(start).Seconds())
+		if run.Load.Ack == RequestReply {
+			r.status("%s: %s published, %s acked, %.0fs", label, count(p.Published), count(p.Acked), time.Since(start).Seconds())
+		} else {
+			r.status("%s: %s published, %.0fs", label, count(p.Published), time.Since(start).Seconds())
+		}
 	})
 	if err == nil && l.PublishResult == nil {
 		err = errors.New("the publisher child sent no result")
@@ -229,11 +261,19 @@ func (r *Runner) figures(res *Result, pres *PublishResult, tres *TargetResult) {
 	}
 }
 
-// status rewrites the progress line.
+// status rewrites the progress line: the bar, then what the current run is doing.
 func (r *Runner) status(format string, args ...any) {
 	if r.Progress != nil {
-		fmt.Fprintf(r.Progress, "\r\033[K"+format, args...)
+		fmt.Fprintf(r.Progress, "\r\033[K%s %s", r.bar.render(), truncate(fmt.Sprintf(format, args...), 90))
 	}
+}
+
+// ProfileName is the file name of a run's CPU profile.
+func ProfileName(runID string) string { return fileSafe(runID) + ".cpu.pprof" }
+
+// fileSafe turns a run id into a file name.
+func fileSafe(id string) string {
+	return strings.NewReplacer("/", "_", " ", "_", "%", "pct", "@", "at-").Replace(id)
 }
 
 // done replaces the progress line with the run's outcome and logs it.
@@ -242,7 +282,10 @@ func (r *Runner) done(i, n int, res *Result) {
 	if !res.Valid {
 		verdict = "INVALID: " + strings.Join(res.Problems, "; ")
 	}
-	r.status("[%d/%d] %s: %s msgs/s, %s (%.1fs)\n", i, n, res.Run.ID, count(int64(res.MsgsPerSec)), verdict, res.Took.Seconds())
+	if r.Progress != nil {
+		fmt.Fprintf(r.Progress, "\r\033[K[%d/%d] %s: %s msgs/s, %s (%.1fs)\n", i, n, res.Run.ID,
+			count(int64(res.MsgsPerSec)), verdict, res.Took.Seconds())
+	}
 	ev := r.Log.Debug() // quiet unless asked: the progress line (on a terminal) and the table say it
 	if !res.Valid {
 		ev = r.Log.Warn().Strs("problems", res.Problems)

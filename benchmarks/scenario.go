@@ -41,6 +41,17 @@ type TargetReport struct {
 	// reads back instead); Replies counts the replies it published.
 	Received *Tally `json:"received,omitempty"`
 	Replies  int64  `json:"replies,omitempty"`
+	// Preloaded is what the target stored itself before it was ready (one message per queue of
+	// every topic, see TargetOptions.Cold); verification takes it out of what it finds.
+	Preloaded Tally `json:"preloaded"`
+	// Syncs and Synced count the syncs of a target that counts them (not the ceilings, not
+	// JetStream) and the messages they covered, over the measurement.
+	Syncs  int64 `json:"syncs,omitempty"`
+	Synced int64 `json:"synced,omitempty"`
+	// Generated is, for a self-loaded scenario (no publishers), what the target produced
+	// itself, from Start (unix ns) on.
+	Generated *Tally `json:"generated,omitempty"`
+	Start     int64  `json:"start,omitempty"`
 	// Engine is set for an engine target.
 	Engine *EngineReport `json:"engine,omitempty"`
 }
@@ -52,6 +63,13 @@ type VerifyInput struct {
 	// Sent is the publishers' tally (what they claim to have sent, a skipped message included).
 	Sent   Tally
 	Target TargetReport
+}
+
+// preloadedOut takes what the target preloaded out of what verification found, so that found
+// and sent can be compared (tallies add, so they subtract exactly).
+func (in VerifyInput) preloadedOut(found Tally) Tally {
+	p := in.Target.Preloaded
+	return Tally{Count: found.Count - p.Count, Bytes: found.Bytes - p.Bytes, Sum: found.Sum - p.Sum}
 }
 
 // Scenario is a kind of target: how to run it (in the target child) and how to check what it
@@ -69,6 +87,12 @@ type Scenario struct {
 	CeilingFor AckMode
 	// Engine marks targets that report engine stats (syncs per message).
 	Engine bool
+	// SelfLoaded marks a scenario that makes its own load (the disk ceiling): no publisher
+	// process runs, the target produces it in Await and reports it as TargetReport.Generated.
+	SelfLoaded bool
+	// Reference, when set, makes the scenario a reference of another kind than the ceilings
+	// (RefJetStream, RefJetStreamSync): runs of the same load get a ratio to it too.
+	Reference string
 	// New makes the target in the child process.
 	New func(cfg TargetConfig, log zerolog.Logger) (Target, error)
 	// Verify checks, in the parent, that the target kept exactly what was sent. It returns the
@@ -116,6 +140,9 @@ func checkReceived(_ context.Context, in VerifyInput) (Tally, []string) {
 type progress struct {
 	n    atomic.Int64
 	last atomic.Int64 // unix nanoseconds of the last set that raised n
+	// busy counts work a target did that does not raise n yet (an engine dispatching a
+	// backlog): the stall check takes it as progress.
+	busy atomic.Int64
 	want atomic.Int64
 	once sync.Once
 	done chan struct{}
@@ -147,7 +174,7 @@ func (p *progress) await(ctx context.Context, n int64, stall time.Duration) (tim
 	}
 	tick := time.NewTicker(max(stall/8, time.Millisecond))
 	defer tick.Stop()
-	seen, since := p.n.Load(), time.Now()
+	seen, busy, since := p.n.Load(), p.busy.Load(), time.Now()
 	for {
 		select {
 		case <-p.done:
@@ -155,8 +182,8 @@ func (p *progress) await(ctx context.Context, n int64, stall time.Duration) (tim
 		case <-ctx.Done():
 			return time.Time{}, fmt.Errorf("holds %d of %d messages: %w", p.n.Load(), n, ctx.Err())
 		case now := <-tick.C:
-			if cur := p.n.Load(); cur != seen {
-				seen, since = cur, now
+			if cur, b := p.n.Load(), p.busy.Load(); cur != seen || b != busy {
+				seen, busy, since = cur, b, now
 			} else if now.Sub(since) >= stall {
 				return time.Time{}, fmt.Errorf("holds %d of %d messages, no progress for %s", cur, n, stall)
 			}

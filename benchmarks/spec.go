@@ -101,6 +101,16 @@ type TargetOptions struct {
 	CommitLogSize int64 `json:"commitlog_size,omitempty"`
 	// Small shrinks the engine's ConsumeQueue and IndexFile geometry, for tests.
 	Small bool `json:"small,omitempty"`
+	// Cold starts a store target with no topic in it. By default a target that keeps files per
+	// topic or queue makes them before it is ready, outside the measurement, as a store whose
+	// topics exist would have them: the engine stores one message in every queue of every
+	// topic (topics x 4 ConsumeQueues; at 10,000 topics the engine takes about 30 s to create
+	// them on this kind of machine), kafka-style opens every topic's file. JetStream and the
+	// ceilings have nothing per topic to make.
+	Cold bool `json:"cold,omitempty"`
+	// CPUProfile, when set, is where the target child writes a pprof CPU profile of the
+	// measurement (from ready to holding every message).
+	CPUProfile string `json:"cpu_profile,omitempty"`
 }
 
 func (o TargetOptions) subject() string {
@@ -114,15 +124,19 @@ func (o TargetOptions) subject() string {
 type Fault struct {
 	// PublisherSkip makes publisher 0 skip its n-th message (from 1) while counting it as sent.
 	PublisherSkip int64 `json:"publisher_skip,omitempty"`
-	// TargetDrop makes a ceiling target ignore the n-th message it receives (from 1): no count,
-	// no reply.
+	// TargetDrop makes the target lose the n-th message it receives (from 1): a ceiling ignores
+	// it (no count, no reply), kafka-style does not write it (but replies), JetStream deletes
+	// the n-th stored message before it stops, the disk ceiling does not write its n-th batch.
 	TargetDrop int64 `json:"target_drop,omitempty"`
 }
 
 // Run is one measurement: a scenario's target under a load.
 type Run struct {
 	// ID names the run within its invocation ("engine-sync/rr4096").
-	ID       string        `json:"id"`
+	ID string `json:"id"`
+	// Group names the sweep the run belongs to ("base", "topics", ...), for the report's
+	// sections; it does not change what runs.
+	Group    string        `json:"group,omitempty"`
 	Scenario string        `json:"scenario"`
 	Load     Load          `json:"load"`
 	Target   TargetOptions `json:"target"`

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"syscall"
@@ -21,15 +22,18 @@ import (
 // own target process and publisher process, both this binary re-executed with the hidden
 // --child flag.
 type benchCmd struct {
-	Preset        string        `help:"Runs to make: ${enum} (see benchmarks/README.md)." enum:"quick,issue3" default:"quick"`
+	Preset        string        `help:"Runs to make: ${enum} (see benchmarks/README.md)." enum:"quick,issue3,full" default:"quick"`
+	Out           string        `help:"Write results.csv, results.md, the charts (charts/*.svg, *.png) and the profiles into this directory." type:"path" placeholder:"DIR"`
 	CSV           string        `name:"csv" help:"Also write every figure of every run as CSV to this file." type:"path" placeholder:"FILE"`
-	Dir           string        `help:"Directory for the runs' scratch stores (the system's temporary directory if empty)." type:"path"`
-	Timeout       time.Duration `help:"Deadline of the whole invocation; runs not started by then are reported invalid." default:"15m"`
+	Profile       bool          `help:"Write a pprof CPU profile of every run's target process (the measurement only) into --out DIR/profiles."`
+	Dir           string        `help:"Directory for the runs' scratch stores (the system's temporary directory if empty; use a real disk)." type:"path"`
+	Timeout       time.Duration `help:"Deadline of the whole invocation; runs not started by then are reported invalid (default: 15m, or twice the preset's estimate if longer)."`
 	CommitLogSize byteSize      `name:"commitlog-size" help:"CommitLog segment size of the engine targets (prefaulted)." default:"256MiB"`
 	Scale         float64       `help:"Multiply every run's duration and message count." default:"1"`
-	Publishers    int           `help:"Publishers (connections) per run; 0 keeps the preset's."`
-	Topics        int           `help:"Topics (subjects) per run; 0 keeps the preset's."`
-	Body          byteSize      `help:"Body size; 0 keeps the preset's." default:"0"`
+	Publishers    int           `help:"Publishers (connections) of the base load; 0 keeps the preset's."`
+	Topics        int           `help:"Topics (subjects) of the base load; 0 keeps the preset's."`
+	Body          byteSize      `help:"Body size of the base load; 0 keeps the preset's." default:"0"`
+	Cold          bool          `help:"Start the store targets without their topics: the runs then include creating every topic's files."`
 	Keep          bool          `help:"Keep the runs' scratch directories (the stores) instead of removing them."`
 	ChildLogLevel string        `help:"Log level of the target and publisher processes." enum:"trace,debug,info,warn,error" default:"warn"`
 
@@ -42,13 +46,25 @@ func (b *benchCmd) Run(log zerolog.Logger) error {
 		defer stop()
 		return benchmarks.ChildMain(ctx, b.Child, os.Stdin, os.Stdout, log)
 	}
-	runs, err := benchmarks.Preset(b.Preset, benchmarks.PresetOptions{
+	if b.Profile && b.Out == "" {
+		return errors.New("--profile writes into the --out directory: give --out DIR")
+	}
+	popts := benchmarks.PresetOptions{
 		CommitLogSize: int64(b.CommitLogSize), Scale: b.Scale,
-		Publishers: b.Publishers, Topics: b.Topics, BodySize: int(b.Body),
-	})
+		Publishers: b.Publishers, Topics: b.Topics, BodySize: int(b.Body), Cold: b.Cold,
+	}
+	runs, err := benchmarks.Preset(b.Preset, popts)
 	if err != nil {
 		return err
 	}
+	estimate := benchmarks.EstimateRuns(runs)
+	timeout := b.Timeout
+	if timeout == 0 {
+		timeout = max(15*time.Minute, 2*estimate)
+	}
+	fmt.Fprintf(os.Stderr, "engine bench --preset %s: %d runs, about %s on a 2-core machine (deadline %s)\n",
+		b.Preset, len(runs), estimate.Round(time.Second), timeout.Round(time.Second))
+
 	self, err := benchmarks.SelfCommand("bench", "--child")
 	if err != nil {
 		return err
@@ -58,14 +74,23 @@ func (b *benchCmd) Run(log zerolog.Logger) error {
 		cmd.Env = append(os.Environ(), "ENGINE_LOG_LEVEL="+b.ChildLogLevel)
 		return cmd
 	}
-	r := &benchmarks.Runner{Command: command, WorkDir: b.Dir, Keep: b.Keep, Log: log}
+	r := &benchmarks.Runner{Command: command, WorkDir: b.Dir, Keep: b.Keep, Log: log,
+		Estimate: benchmarks.Run.Estimate}
+	if b.Out != "" {
+		if err := os.MkdirAll(b.Out, 0o755); err != nil {
+			return err
+		}
+		if b.Profile {
+			r.ProfileDir = filepath.Join(b.Out, "profiles")
+		}
+	}
 	if isTerminal(os.Stderr) {
 		r.Progress = os.Stderr
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeoutCause(ctx, b.Timeout, fmt.Errorf("the invocation's deadline (--timeout %s) passed", b.Timeout))
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("the invocation's deadline (--timeout %s) passed", timeout))
 	defer cancel()
 	info := benchmarks.Info{
 		Command: "engine " + strings.Join(os.Args[1:], " "),
@@ -79,11 +104,26 @@ func (b *benchCmd) Run(log zerolog.Logger) error {
 		return err
 	}
 	info.Took, info.Invalid, info.TotalRuns = time.Since(info.Started), benchmarks.Invalid(results), len(results)
+	info.Goals = benchmarks.CheckGoals(results, benchmarks.BaseLoad(popts))
+	if b.Out != "" {
+		if info.Charts, err = benchmarks.WriteCharts(filepath.Join(b.Out, "charts"), results); err != nil {
+			return err
+		}
+		for i, c := range info.Charts {
+			info.Charts[i] = filepath.Join("charts", c)
+		}
+		if err := writeFile(filepath.Join(b.Out, "results.csv"), func(f *os.File) error { return benchmarks.WriteCSV(f, results) }); err != nil {
+			return err
+		}
+		if err := writeFile(filepath.Join(b.Out, "results.md"), func(f *os.File) error { return benchmarks.WriteMarkdown(f, info, results) }); err != nil {
+			return err
+		}
+	}
 	if err := benchmarks.WriteMarkdown(os.Stdout, info, results); err != nil {
 		return err
 	}
 	if b.CSV != "" {
-		if err := writeCSVFile(b.CSV, results); err != nil {
+		if err := writeFile(b.CSV, func(f *os.File) error { return benchmarks.WriteCSV(f, results) }); err != nil {
 			return err
 		}
 	}
@@ -93,10 +133,11 @@ func (b *benchCmd) Run(log zerolog.Logger) error {
 	return nil
 }
 
-func writeCSVFile(path string, results []benchmarks.Result) error {
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(*os.File) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	return errors.Join(benchmarks.WriteCSV(f, results), f.Close())
+	return errors.Join(write(f), f.Close())
 }

@@ -13,8 +13,8 @@ import (
 // A queue is listed when it maps its files (on first use after Load or after being unmapped).
 // When the list grows past the bound, the hand goes round: a queue used since the hand last
 // passed (its used bit set by every Put and read) loses its bit and is passed; one that was
-// not is unmapped if nobody holds it and all its units are flushed. The bound is soft, because
-// unflushed queues stay mapped until the flusher has been.
+// not is flushed and unmapped if nobody holds it. The bound is soft only while every mapped
+// queue is in use.
 type mappedSet struct {
 	mu     sync.Mutex
 	queues []*ConsumeQueue

@@ -112,8 +112,10 @@ func TestMappingBound(t *testing.T) {
 		putRange(t, cq, int64(i), int64(i)+15) // queue i starts at offset i
 		qs = append(qs, cq)
 	}
-	if n := s.MappedQueues(); n != 10 {
-		t.Fatalf("%d mapped: unflushed queues must stay mapped", n)
+	// Idle queues are flushed and unmapped as new ones map: the bound holds before any flush
+	// (give or take the queues in use while the hand passes).
+	if n := s.MappedQueues(); n > 4 {
+		t.Fatalf("%d mapped, bound 3", n)
 	}
 	noErr(t, s.FlushAll(0))
 	if n := s.MappedQueues(); n > 3 {
