@@ -66,7 +66,11 @@ func DecodeUnit(b []byte) Unit {
 
 // Valid is RocketMQ's recovery test for a unit: Phys >= 0 && Size > 0. An all-zero unit (a
 // never-written or lost page) fails it and ends a recovery scan; a Blank unit passes it.
-func (u Unit) Valid() bool { return u.Phys >= 0 && u.Size > 0 }
+//
+// A unit whose End would overflow int64 is garbage, not a record: no CommitLog reaches 2^63.
+func (u Unit) Valid() bool {
+	return u.Phys >= 0 && u.Size > 0 && u.Phys <= math.MaxInt64-int64(u.Size)
+}
 
 // IsBlank says u is the pre-blank filler, which names no record.
 func (u Unit) IsBlank() bool { return u == Blank }
