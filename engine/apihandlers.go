@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/pprof"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
@@ -20,14 +19,9 @@ func (s *apiService) handleGet(req micro.Request) {
 		s.respond(req, nil, errShuttingDown)
 		return
 	}
-	var r api.GetRequest
-	if err := decodeRequest(req.Data(), &r); err != nil {
+	r, err := decodeGet(req.Data())
+	if err != nil {
 		s.respond(req, nil, err)
-		s.leave()
-		return
-	}
-	if r.WaitMs < 0 || r.Max < 0 || r.MaxBytes < 0 || r.Offset < 0 {
-		s.respond(req, nil, badRequest{fmt.Errorf("negative waitMs, max, maxBytes or offset: %+v", r)})
 		s.leave()
 		return
 	}
@@ -89,18 +83,15 @@ func (s *apiService) get(r api.GetRequest, skipWait bool) ([]byte, error) {
 
 // msg answers a lookup by message id, with the body range that fits.
 func (s *apiService) msg(data []byte) ([]byte, error) {
-	var r api.MsgRequest
-	if err := decodeRequest(data, &r); err != nil {
+	r, err := decodeMsg(data)
+	if err != nil {
 		return nil, err
-	}
-	if r.MsgID == "" {
-		return nil, badRequest{errors.New("no msgId")}
 	}
 	m, err := s.e.Lookup(r.MsgID)
 	if err != nil {
 		return nil, err
 	}
-	if r.BodyOffset < 0 || r.BodyOffset > len(m.Body) || r.BodyMax < 0 {
+	if r.BodyOffset > len(m.Body) {
 		return nil, badRequest{fmt.Errorf("body range from %d (at most %d bytes) of a %d-byte body",
 			r.BodyOffset, r.BodyMax, len(m.Body))}
 	}
@@ -130,8 +121,8 @@ type queryEnvelope struct {
 }
 
 func (s *apiService) query(data []byte) ([]byte, error) {
-	var r api.QueryRequest
-	if err := decodeRequest(data, &r); err != nil {
+	r, err := decodeQuery(data)
+	if err != nil {
 		return nil, err
 	}
 	msgs, err := s.e.Query(s.ctx, QueryRequest{Topic: r.Topic, Key: r.Key, Begin: r.Begin, End: r.End, Max: r.Max})
@@ -147,8 +138,8 @@ func (s *apiService) query(data []byte) ([]byte, error) {
 }
 
 func (s *apiService) offsetForTime(data []byte) ([]byte, error) {
-	var r api.OffsetForTimeRequest
-	if err := decodeRequest(data, &r); err != nil {
+	r, err := decodeOffsetForTime(data)
+	if err != nil {
 		return nil, err
 	}
 	off, err := s.e.OffsetForTime(r.Topic, r.QueueID, r.Timestamp)
@@ -159,8 +150,8 @@ func (s *apiService) offsetForTime(data []byte) ([]byte, error) {
 }
 
 func (s *apiService) offsets(data []byte) ([]byte, error) {
-	var r api.OffsetsRequest
-	if err := decodeRequest(data, &r); err != nil {
+	r, err := decodeOffsets(data)
+	if err != nil {
 		return nil, err
 	}
 	qs, err := s.e.QueueOffsets(r.Topic)
@@ -176,8 +167,8 @@ func (s *apiService) offsets(data []byte) ([]byte, error) {
 }
 
 func (s *apiService) topics(data []byte) ([]byte, error) {
-	var r api.TopicsRequest
-	if err := decodeRequest(data, &r); err != nil {
+	r, err := decodeTopics(data)
+	if err != nil {
 		return nil, err
 	}
 	all := s.e.Topics()
@@ -204,11 +195,8 @@ func (s *apiService) topics(data []byte) ([]byte, error) {
 }
 
 func (s *apiService) commit(data []byte) ([]byte, error) {
-	var r api.CommitRequest
-	if err := decodeRequest(data, &r); err != nil {
-		return nil, err
-	}
-	if err := reader.ValidateGroup(r.Group); err != nil {
+	r, err := decodeCommit(data)
+	if err != nil {
 		return nil, err
 	}
 	if err := s.checkQueue(r.Topic, r.QueueID); err != nil {
@@ -235,11 +223,8 @@ func (s *apiService) checkQueue(topic string, id int32) error {
 }
 
 func (s *apiService) fetch(data []byte) ([]byte, error) {
-	var r api.FetchRequest
-	if err := decodeRequest(data, &r); err != nil {
-		return nil, err
-	}
-	if err := reader.ValidateGroup(r.Group); err != nil {
+	r, err := decodeFetch(data)
+	if err != nil {
 		return nil, err
 	}
 	off, ok := s.e.FetchOffset(r.Group, r.Topic, r.QueueID)
@@ -289,27 +274,11 @@ func (s *apiService) handleReplay(req micro.Request) {
 
 // planReplay decodes a replay request and prepares it (capturing the stop offsets).
 func (s *apiService) planReplay(data []byte) (*replay, []byte, error) {
-	var r api.ReplayRequest
-	if err := decodeRequest(data, &r); err != nil {
+	req, err := decodeReplay(data, s.prefix)
+	if err != nil {
 		return nil, nil, err
 	}
-	if r.Subject == s.prefix || strings.HasPrefix(r.Subject, s.prefix+".") {
-		return nil, nil, badRequest{fmt.Errorf("subject %q is under the read API's prefix", r.Subject)}
-	}
-	req := ReplayRequest{
-		Conn: s.nc, Subject: r.Subject, Topic: r.Topic, Queues: r.Queues, StartOffset: r.StartOffset,
-		StartTime: r.StartTime, Tags: r.Tags, MaxInFlight: r.MaxInFlight,
-		AckWait: time.Duration(r.AckWaitMs) * time.Millisecond, MaxDeliver: r.MaxDeliver, Rate: r.Rate,
-		KeysHeader: s.keys, TagsHeader: s.tags, onWindowFull: hook(&s.replayFull),
-	}
-	switch r.Mode {
-	case "", api.ReplayAcked:
-		req.Mode = ReplayAcked
-	case api.ReplayPaced:
-		req.Mode = ReplayPaced
-	default:
-		return nil, nil, badRequest{fmt.Errorf("mode %q: want %q or %q", r.Mode, api.ReplayAcked, api.ReplayPaced)}
-	}
+	req.Conn, req.KeysHeader, req.TagsHeader, req.onWindowFull = s.nc, s.keys, s.tags, hook(&s.replayFull)
 	rp, err := s.e.prepareReplay(req)
 	if err != nil {
 		return nil, nil, err

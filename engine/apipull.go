@@ -173,14 +173,7 @@ func (s *apiService) handlePull(req micro.Request) {
 		s.pullRefused(req, errShuttingDown)
 		return
 	}
-	var r api.PullRequest
-	err := decodeRequest(req.Data(), &r)
-	if err == nil && (r.WaitMs < 0 || r.Max < 0 || r.MaxBytes < 0 || r.Offset < 0) {
-		err = badRequest{fmt.Errorf("negative waitMs, max, maxBytes or offset: %+v", r)}
-	}
-	if err == nil && r.Topic == "" {
-		err = badRequest{errors.New("no topic")}
-	}
+	r, err := decodePull(req.Data())
 	reply := req.Reply()
 	if reply == "" || reply == s.prefix || strings.HasPrefix(reply, s.prefix+".") {
 		// Nowhere to send the messages: none, or the API's own subjects (a pulled body would be
@@ -188,6 +181,12 @@ func (s *apiService) handlePull(req micro.Request) {
 		s.log.Debug().Str("reply", reply).Msg("read API: a pull without a reply subject outside the prefix, ignored")
 		s.leave()
 		return
+	}
+	if err == nil && len(reply) > maxSubjectLen {
+		// Each pulled message goes to reply with a reply subject of its own: the protocol line
+		// would be longer than the request's, and past the server's max_control_line the server
+		// closes the engine's connection. The error alone (no reply subject) fits.
+		err = badRequest{fmt.Errorf("reply subject of %d bytes: at most %d for a pull", len(reply), maxSubjectLen)}
 	}
 	if err != nil {
 		s.pullRefused(req, err)
@@ -217,6 +216,7 @@ func (s *apiService) handlePull(req micro.Request) {
 // counts the error).
 func (s *apiService) pullRefused(req micro.Request, err error) {
 	code := apiCode(err)
+	s.logRefused(req.Subject(), code, err)
 	h := pullEndHeader(api.StatusError, 0, 0)
 	h.Set(api.HeaderPullErrorCode, strconv.Itoa(code))
 	h.Set(api.HeaderPullError, err.Error())
@@ -312,6 +312,7 @@ func (s *apiService) pull(r api.PullRequest, reply string, skipWait bool) {
 	}
 	if failed != nil {
 		code := apiCode(failed)
+		s.logRefused(api.Subject(s.prefix, api.EndpointPull), code, failed)
 		h.Set(api.HeaderPullStatus, api.StatusError)
 		h.Set(api.HeaderPullErrorCode, strconv.Itoa(code))
 		h.Set(api.HeaderPullError, failed.Error())

@@ -229,6 +229,7 @@ func (s *apiService) inline(op func(data []byte) ([]byte, error)) micro.HandlerF
 func (s *apiService) respond(req micro.Request, out []byte, err error) {
 	if err != nil {
 		code := apiCode(err)
+		s.logRefused(req.Subject(), code, err)
 		body, _ := json.Marshal(api.ErrorReply{Error: &api.Error{Code: code, Description: err.Error()}})
 		if rerr := req.Error(strconv.Itoa(code), err.Error(), body); rerr != nil {
 			s.log.Debug().Err(rerr).Str("subject", req.Subject()).Msg("read API: could not reply")
@@ -247,6 +248,7 @@ func (s *apiService) reply(subject string, out []byte, err error) {
 	msg := &nats.Msg{Subject: subject, Data: out}
 	if err != nil {
 		code := apiCode(err)
+		s.logRefused(subject, code, err)
 		msg.Data, _ = json.Marshal(api.ErrorReply{Error: &api.Error{Code: code, Description: err.Error()}})
 		msg.Header = nats.Header{}
 		msg.Header.Set(micro.ErrorHeader, err.Error())
@@ -255,6 +257,25 @@ func (s *apiService) reply(subject string, out []byte, err error) {
 	if perr := s.nc.PublishMsg(msg); perr != nil {
 		s.log.Warn().Err(perr).Str("subject", subject).Int("bytes", len(msg.Data)).Msg("read API: could not reply")
 	}
+}
+
+// logRefused logs a request answered with an error: one debug line per request (nothing but a
+// level check when debug is off), a warning for an internal error (500), which is a bug or a
+// damaged store rather than a client's mistake. The counters are micro's (NumErrors per
+// endpoint, `nats micro stats rocketstore`).
+func (s *apiService) logRefused(subject string, code int, err error) {
+	ev := s.log.Debug()
+	if code == api.CodeInternal {
+		ev = s.log.Warn()
+	}
+	if ev == nil {
+		return
+	}
+	msg := err.Error()
+	if len(msg) > 1024 {
+		msg = msg[:1024] + "..."
+	}
+	ev.Str("subject", subject).Int("code", code).Str("error", msg).Msg("read API: request refused")
 }
 
 // badRequest is a request the API refuses (400).

@@ -213,9 +213,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descDiskFree, float64(u.Avail))
 		gauge(descDiskSize, float64(u.Total))
 	}
-	gauge(descDiskThreshold, e.opts.DiskMaxUsedRatio, "clean_any_hour")
-	gauge(descDiskThreshold, e.opts.DiskCleanForciblyRatio, "clean_forcibly")
-	gauge(descDiskThreshold, e.opts.DiskWarningRatio, "refuse_writes")
+	ret := e.Retention() // the settings in force (SetRetention changes them)
+	gauge(descDiskThreshold, ret.DiskMaxUsedRatio, "clean_any_hour")
+	gauge(descDiskThreshold, ret.DiskCleanForciblyRatio, "clean_forcibly")
+	gauge(descDiskThreshold, ret.DiskWarningRatio, "refuse_writes")
 	gauge(descRefusing, bool01(s.RefusingWrites))
 	counter(descDeletedFiles, s.SegmentsDeleted, "commitlog")
 	counter(descDeletedFiles, s.ConsumeQueueFilesDeleted, "consumequeue")

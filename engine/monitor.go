@@ -459,6 +459,7 @@ type StatusRetention struct {
 	Enabled                  bool   `json:"enabled"`
 	FileReservedTime         string `json:"file_reserved_time"`
 	DeleteWhen               string `json:"delete_when"`
+	DeleteFilesPerPass       int    `json:"delete_files_per_pass"`
 	SegmentsDeleted          int64  `json:"segments_deleted"`
 	BytesDeleted             int64  `json:"bytes_deleted"`
 	ConsumeQueueFilesDeleted int64  `json:"consumequeue_files_deleted"`
@@ -580,16 +581,17 @@ func (m *Monitor) Status() Status {
 			out.Sync.MeanBytes = b.sum / float64(b.count)
 		}
 	}
+	ret := e.Retention() // the settings in force (SetRetention changes them)
 	out.Disk = &StatusDisk{
 		UsedRatio: s.DiskUsedRatio, RefusingWrites: s.RefusingWrites,
-		RefuseAbove: o.DiskWarningRatio, CleanAbove: o.DiskMaxUsedRatio, ForciblyAbove: o.DiskCleanForciblyRatio,
+		RefuseAbove: ret.DiskWarningRatio, CleanAbove: ret.DiskMaxUsedRatio, ForciblyAbove: ret.DiskCleanForciblyRatio,
 	}
 	if u, err := o.FS.DiskUsage(filepath.Join(o.Dir, "commitlog")); err == nil {
 		out.Disk.TotalBytes, out.Disk.FreeBytes = u.Total, u.Avail
 	}
 	out.Retention = &StatusRetention{
-		Enabled: !o.NoRetention, FileReservedTime: o.FileReservedTime.String(), DeleteWhen: o.DeleteWhen,
-		SegmentsDeleted: s.SegmentsDeleted, BytesDeleted: s.BytesDeleted,
+		Enabled: !ret.NoRetention, FileReservedTime: ret.FileReservedTime.String(), DeleteWhen: ret.DeleteWhen,
+		DeleteFilesPerPass: ret.DeleteFilesPerPass, SegmentsDeleted: s.SegmentsDeleted, BytesDeleted: s.BytesDeleted,
 		ConsumeQueueFilesDeleted: s.ConsumeQueueFilesDeleted, IndexFilesDeleted: s.IndexFilesDeleted,
 	}
 	if f, ok := e.fileCounts(); ok {

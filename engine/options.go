@@ -156,13 +156,7 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	o.FileReservedTime = cmp.Or(o.FileReservedTime, 72*time.Hour)
-	o.DeleteWhen = cmp.Or(o.DeleteWhen, "04")
-	o.CleanInterval = cmp.Or(o.CleanInterval, 10*time.Second)
+	o.setRetention(o.Retention().withDefaults()) // retentionsettings.go
 	o.CleanFirstDelay = cmp.Or(o.CleanFirstDelay, time.Minute)
-	o.DiskMaxUsedRatio = min(max(cmp.Or(o.DiskMaxUsedRatio, 0.75), 0.10), 0.95)
-	o.DiskCleanForciblyRatio = min(max(cmp.Or(o.DiskCleanForciblyRatio, 0.85), 0.30), 0.85)
-	o.DiskWarningRatio = min(max(cmp.Or(o.DiskWarningRatio, 0.90), 0.35), 0.90)
-	o.DeleteFilesPerPass = cmp.Or(o.DeleteFilesPerPass, 10)
 	return o
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/internal/reader"
+	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -144,40 +146,12 @@ const (
 // prepareReplay checks req and captures the range of every queue: the stop offsets are the
 // queues' max offsets now.
 func (e *Engine) prepareReplay(req ReplayRequest) (*replay, error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: replay: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
+	if req.Conn == nil {
+		return nil, fmt.Errorf("%w: replay: no connection", ErrInvalidRequest)
 	}
-	switch {
-	case req.Conn == nil:
-		return nil, bad("no connection")
-	case req.Topic == "":
-		return nil, bad("no topic")
-	case !validPublishSubject(req.Subject):
-		return nil, bad("subject %q: want a subject to publish to (tokens, no wildcards or spaces)", req.Subject)
-	case req.StartOffset < 0 || req.StartTime < 0:
-		return nil, bad("negative start (offset %d, time %d)", req.StartOffset, req.StartTime)
-	case req.StartOffset > 0 && req.StartTime > 0:
-		return nil, bad("both a start offset and a start time")
-	case req.Mode != ReplayAcked && req.Mode != ReplayPaced:
-		return nil, bad("unknown mode %d", req.Mode)
-	case req.Mode == ReplayPaced && !(req.Rate > 0):
-		return nil, bad("paced mode needs a rate > 0 messages per second")
-	case req.MaxInFlight < 0 || req.MaxInFlight > api.MaxMaxInFlight:
-		return nil, bad("maxInFlight %d: at most %d", req.MaxInFlight, api.MaxMaxInFlight)
-	case req.MaxDeliver < 0 || req.AckWait < 0:
-		return nil, bad("negative maxDeliver or ackWait")
+	if err := checkReplay(&req); err != nil {
+		return nil, err
 	}
-	if req.MaxInFlight == 0 {
-		req.MaxInFlight = api.DefaultMaxInFlight
-	}
-	if req.AckWait == 0 {
-		req.AckWait = api.DefaultAckWaitMs * time.Millisecond
-	}
-	if req.MaxDeliver == 0 {
-		req.MaxDeliver = api.DefaultMaxDeliver
-	}
-	req.KeysHeader = cmpOr(req.KeysHeader, ingress.DefaultKeysHeader)
-	req.TagsHeader = cmpOr(req.TagsHeader, ingress.DefaultTagsHeader)
 	if req.ID == "" {
 		req.ID = rand.Text()
 	}
@@ -210,6 +184,57 @@ func (e *Engine) prepareReplay(req ReplayRequest) (*replay, error) {
 		r.src.queues = append(r.src.queues, &replayQueue{id: q.QueueID, next: q.Start, stop: q.Stop})
 	}
 	return r, nil
+}
+
+// checkReplay checks what req says on its own (no store, no connection) and fills in the
+// defaults. The error wraps ErrInvalidRequest.
+func checkReplay(req *ReplayRequest) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: replay: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
+	}
+	if req.Topic == "" {
+		return bad("no topic")
+	}
+	if err := commitlog.ValidateTopic(req.Topic); err != nil {
+		return bad("%v", err)
+	}
+	switch {
+	case !validPublishSubject(req.Subject):
+		return bad("subject %.200q: want a subject to publish to (tokens, no wildcards or spaces)", req.Subject)
+	case len(req.Subject) > maxSubjectLen:
+		return bad("subject of %d bytes: at most %d", len(req.Subject), maxSubjectLen)
+	case req.StartOffset < 0 || req.StartTime < 0:
+		return bad("negative start (offset %d, time %d)", req.StartOffset, req.StartTime)
+	case req.StartOffset > 0 && req.StartTime > 0:
+		return bad("both a start offset and a start time")
+	case req.Mode != ReplayAcked && req.Mode != ReplayPaced:
+		return bad("unknown mode %d", req.Mode)
+	case req.Mode == ReplayPaced && !(req.Rate > 0):
+		return bad("paced mode needs a rate > 0 messages per second")
+	case req.Mode == ReplayPaced && float64(time.Second)/req.Rate >= math.MaxInt64:
+		return bad("rate %g messages per second: too low (the interval between two messages overflows)", req.Rate)
+	case req.MaxInFlight < 0 || req.MaxInFlight > api.MaxMaxInFlight:
+		return bad("maxInFlight %d: at most %d", req.MaxInFlight, api.MaxMaxInFlight)
+	case req.MaxDeliver < 0 || req.AckWait < 0:
+		return bad("negative maxDeliver or ackWait")
+	}
+	for _, id := range req.Queues {
+		if id < 0 {
+			return bad("queue id %d: queue ids are 0 or more", id)
+		}
+	}
+	if req.MaxInFlight == 0 {
+		req.MaxInFlight = api.DefaultMaxInFlight
+	}
+	if req.AckWait == 0 {
+		req.AckWait = api.DefaultAckWaitMs * time.Millisecond
+	}
+	if req.MaxDeliver == 0 {
+		req.MaxDeliver = api.DefaultMaxDeliver
+	}
+	req.KeysHeader = cmpOr(req.KeysHeader, ingress.DefaultKeysHeader)
+	req.TagsHeader = cmpOr(req.TagsHeader, ingress.DefaultTagsHeader)
+	return nil
 }
 
 func containsQueue(ids []int32, id int32) bool {

@@ -125,9 +125,10 @@ type retention struct {
 	e   *Engine
 	log zerolog.Logger
 
-	hours                     [24]bool // DeleteWhen
-	maxUsed, forcibly, refuse int      // percent thresholds
-	dirs                      []string // measured for disk use
+	// settings are the retention settings in force (retentionsettings.go): SetRetention swaps
+	// them while the engine runs; each pass and disk check reads one snapshot.
+	settings atomic.Pointer[retentionSettings]
+	dirs     []string // measured for disk use
 
 	// usage reads the disk use of one directory (FS.DiskUsage; tests replace it).
 	usage func(dir string) (vfs.Usage, error)
@@ -154,24 +155,16 @@ type retention struct {
 func newRetention(e *Engine) (*retention, error) {
 	o := e.opts
 	r := &retention{
-		e:        e,
-		log:      o.Logger.With().Str("stage", "retention").Logger(),
-		maxUsed:  percent(o.DiskMaxUsedRatio),
-		forcibly: percent(o.DiskCleanForciblyRatio),
-		refuse:   percent(o.DiskWarningRatio),
-		dirs:     []string{filepath.Join(o.Dir, "commitlog"), filepath.Join(o.Dir, "consumequeue")},
-		usage:    o.FS.DiskUsage,
+		e:     e,
+		log:   o.Logger.With().Str("stage", "retention").Logger(),
+		dirs:  []string{filepath.Join(o.Dir, "commitlog"), filepath.Join(o.Dir, "consumequeue")},
+		usage: o.FS.DiskUsage,
 	}
-	var err error
-	if r.hours, err = parseHours(o.DeleteWhen); err != nil {
+	s, err := compileRetention(o.Retention())
+	if err != nil {
 		return nil, err
 	}
-	if o.CleanInterval <= 0 {
-		return nil, fmt.Errorf("engine: CleanInterval %v is not positive", o.CleanInterval)
-	}
-	if o.DeleteFilesPerPass < 0 {
-		return nil, fmt.Errorf("engine: DeleteFilesPerPass %d is negative", o.DeleteFilesPerPass)
-	}
+	r.settings.Store(s)
 	r.usedPct.Store(-1)
 	return r, nil
 }
@@ -237,6 +230,7 @@ func (r *retention) measure() (int, error) {
 func (r *retention) checkDisk(now time.Time) int {
 	r.diskMu.Lock()
 	defer r.diskMu.Unlock()
+	refuse := r.settings.Load().refuse
 	pct, err := r.measure()
 	r.checkedAt.Store(now.UnixNano())
 	r.usedPct.Store(int64(pct))
@@ -245,17 +239,17 @@ func (r *retention) checkDisk(now time.Time) int {
 	}
 	was := r.refusal.Load()
 	switch {
-	case pct > r.refuse:
-		if was == nil || was.UsedPercent != pct {
-			r.refusal.Store(&DiskFullError{UsedPercent: pct, LimitPercent: r.refuse})
+	case pct > refuse:
+		if was == nil || was.UsedPercent != pct || was.LimitPercent != refuse {
+			r.refusal.Store(&DiskFullError{UsedPercent: pct, LimitPercent: refuse})
 		}
 		if was == nil {
-			r.log.Error().Int("disk_used_pct", pct).Int("limit_pct", r.refuse).
-				Msgf("disk use %d%% is above the %d%% limit: refusing writes until it falls below", pct, r.refuse)
+			r.log.Error().Int("disk_used_pct", pct).Int("limit_pct", refuse).
+				Msgf("disk use %d%% is above the %d%% limit: refusing writes until it falls below", pct, refuse)
 		}
 	case was != nil:
 		r.refusal.Store(nil)
-		r.log.Info().Int("disk_used_pct", pct).Int("limit_pct", r.refuse).Msg("disk use is back under the limit: writes resume")
+		r.log.Info().Int("disk_used_pct", pct).Int("limit_pct", refuse).Msg("disk use is back under the limit: writes resume")
 	}
 	return pct
 }
@@ -286,18 +280,19 @@ func (r *retention) gate() error {
 }
 
 // run is the stage: a pass every CleanInterval once CleanFirstDelay has passed, a disk check
-// on the ticks before. It stops when the writer does (the engine is closing).
+// on the ticks before. It stops when the writer does (the engine is closing). CleanInterval is
+// read at each tick, so that SetRetention changes it from the next tick on.
 func (r *retention) run(ctx context.Context) error {
 	o := r.e.opts
 	done := r.e.written.WaitChan(math.MaxInt64)
 	start := time.Now()
 	first := start.Add(o.CleanFirstDelay)
-	timer := time.NewTimer(min(o.CleanInterval, o.CleanFirstDelay))
+	timer := time.NewTimer(min(r.settings.Load().CleanInterval, o.CleanFirstDelay))
 	defer timer.Stop()
 	for {
 		select {
 		case <-timer.C:
-			next := o.CleanInterval
+			next := r.settings.Load().CleanInterval
 			if now := time.Now(); now.Before(first) {
 				r.checkDisk(o.Now())
 				next = min(next, first.Sub(now))
@@ -317,20 +312,20 @@ func (r *retention) run(ctx context.Context) error {
 func (r *retention) pass(now time.Time, manual bool) (RetentionResult, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e, o := r.e, r.e.opts
+	e, set := r.e, r.settings.Load()
 	pct := r.checkDisk(now)
 	res := RetentionResult{DiskUsedRatio: float64(pct) / 100}
 	if pct < 0 {
 		res.DiskUsedRatio = -1
 	}
 	hour := now.In(time.Local).Hour()
-	timeUp := r.hours[hour]
-	spaceFull := pct < 0 || pct > r.maxUsed
-	cleanNow := pct > r.forcibly // also above the refusal limit
+	timeUp := set.hours[hour]
+	spaceFull := pct < 0 || pct > set.maxUsed
+	cleanNow := pct > set.forcibly // also above the refusal limit
 	var why string
 	switch {
 	case cleanNow:
-		why = fmt.Sprintf("disk use %d%% is above %d%%: oldest first, whatever the age", pct, r.forcibly)
+		why = fmt.Sprintf("disk use %d%% is above %d%%: oldest first, whatever the age", pct, set.forcibly)
 	case manual:
 		why = "expired (manual delete)"
 	case timeUp:
@@ -338,14 +333,14 @@ func (r *retention) pass(now time.Time, manual bool) (RetentionResult, error) {
 	case pct < 0:
 		why = "expired (disk use unknown: any hour)"
 	default:
-		why = fmt.Sprintf("expired (disk use %d%% is above %d%%: any hour)", pct, r.maxUsed)
+		why = fmt.Sprintf("expired (disk use %d%% is above %d%%: any hour)", pct, set.maxUsed)
 	}
 
 	var errs []error
-	if manual || (!o.NoRetention && (timeUp || spaceFull)) {
+	if manual || (!set.NoRetention && (timeUp || spaceFull)) {
 		limit := min(e.durable.Load(), e.dispatched.Load(), r.safe.Load())
-		segs, err := e.log.DeleteFirst(o.DeleteFilesPerPass, limit, func(s commitlog.Segment) bool {
-			return cleanNow || !now.Before(s.ModTime.Add(o.FileReservedTime))
+		segs, err := e.log.DeleteFirst(set.DeleteFilesPerPass, limit, func(s commitlog.Segment) bool {
+			return cleanNow || !now.Before(s.ModTime.Add(set.FileReservedTime))
 		})
 		errs = append(errs, err)
 		for _, s := range segs {

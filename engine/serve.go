@@ -1,15 +1,22 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	neturl "net/url"
+	"os"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages/ingress"
@@ -17,10 +24,20 @@ import (
 
 // NATSOptions configure the NATS side of a served engine.
 type NATSOptions struct {
-	// URL of an external server; empty embeds one listening on Listen.
+	// URL of an external server, or several, comma-separated (nats.go tries them in random
+	// order and reconnects to any); empty embeds a server listening on Listen.
 	URL string
-	// Listen is the embedded server's client address (127.0.0.1:4222; port -1 picks one).
+	// Listen is the embedded server's client address (127.0.0.1:4222; port -1 picks one). With
+	// ServerConfig, an empty Listen keeps the address the file sets (its host defaulting to
+	// 127.0.0.1 and its port to 4222).
 	Listen string
+	// ServerConfig is a nats-server configuration file for the embedded server
+	// (server.ProcessConfigFile: accounts, authorization, TLS, JetStream, limits...). The engine
+	// applies its own requirements on top: NoSigs (the engine alone handles signals) and a
+	// max_payload of at least the body limit + 64 KiB (a smaller one is raised, with a
+	// warning). The server logs through the engine's logger, at its level: the file's log
+	// settings are not used.
+	ServerConfig string
 	// Subjects to store (">" by default: every subject but inboxes and $-subjects).
 	Subjects   []string
 	QueueGroup string
@@ -36,6 +53,33 @@ type NATSOptions struct {
 	NoReply                   bool
 	// Name is the connection name the server shows (rocketstore).
 	Name string
+	// QueueKeyHeader is the header whose value picks the queue by hash (default KeysHeader: its
+	// first key).
+	QueueKeyHeader string
+
+	// Authentication and TLS of the engine's connection, to an external server or to the
+	// embedded one (when ServerConfig asks for it), with natscli's meanings: Creds is a user
+	// credentials file (JWT and nkey seed), Nkey an nkey seed file, User and Password a user,
+	// Token a token; TLSCert and TLSKey a client certificate, TLSCA the CAs that verify the
+	// server; TLSFirst does the TLS handshake before the server's greeting (the server must
+	// have handshake_first). ConnOptions are appended to the engine's own nats.go options (a
+	// later option wins): anything else nats.go offers.
+	Creds, Nkey, User, Password, Token string
+	TLSCert, TLSKey, TLSCA             string
+	TLSFirst                           bool
+	ConnOptions                        []nats.Option
+	// ReconnectWait is the pause between reconnection rounds (nats.go's 2 s). The connection
+	// reconnects forever, and also waits for a server that is not up yet at start (logged);
+	// nats.go gives up only on the same authorization error twice in a row, which closes the
+	// connection (NATSClosed).
+	ReconnectWait time.Duration
+	// DrainTimeout bounds the drain of the subscriptions and then of the connection at shutdown
+	// (30 s each): past it, what is left is dropped (and logged) and the connection closed.
+	DrainTimeout time.Duration
+	// LogLevels, when the engine's Logger writes through it, is what the embedded nats-server's
+	// debug and trace logs follow (instead of the Logger's own level), and what
+	// Server.SetLogLevel changes.
+	LogLevels *LevelWriter
 	// JetStream, when set, pulls from an existing JetStream stream through a durable consumer
 	// instead of subscribing to Subjects, and acks each message once it is durable here.
 	JetStream *ingress.JetStreamSource
@@ -72,30 +116,47 @@ const payloadHeadroom = 64 << 10
 // Server is an engine fed from NATS: an embedded or external server, the engine's connection
 // and the ingress stage.
 type Server struct {
-	Engine *Engine
-	nats   *server.Server // nil with an external server
-	conn   *nats.Conn
-	ing    *ingress.Ingress
-	api    *apiService // nil with NoReadAPI
-	runErr chan error
-	opts   NATSOptions
+	Engine  *Engine
+	nats    *server.Server // nil with an external server
+	natsLog natsLogger
+	conn    *nats.Conn
+	// connClosed is closed when conn closes (ClosedHandler).
+	connClosed chan struct{}
+	ing        *ingress.Ingress
+	api        *apiService // nil with NoReadAPI
+	runErr     chan error
+	opts       NATSOptions
 	// abortIngress cancels ingress's Run: the abort (Abort).
 	abortIngress context.CancelFunc
+	// stopOnce makes Shutdown and Abort safe to call more than once (and both): the first call
+	// stops the server, later ones return its error.
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // Serve opens the store, connects to NATS (starting the embedded server if no URL is given) and
-// starts storing what the subjects carry. It returns once the subscriptions are live.
-func Serve(opts Options, nopts NATSOptions) (_ *Server, err error) {
+// starts storing what the subjects carry. It returns once the subscriptions are live. It is
+// ServeContext without a way to give up: it waits for an external server as long as it takes.
+func Serve(opts Options, nopts NATSOptions) (*Server, error) {
+	return ServeContext(context.Background(), opts, nopts)
+}
+
+// ServeContext is Serve, given up (with ctx's error, everything started closed again) when ctx
+// is done while it waits for the NATS server or for the subscriptions.
+func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Server, err error) {
 	opts = opts.withDefaults()
-	s := &Server{opts: nopts, runErr: make(chan error, 1)}
+	s := &Server{opts: nopts, runErr: make(chan error, 1), connClosed: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.closeAll()
 		}
 	}()
+	if err := checkConnFiles(nopts); err != nil {
+		return nil, err
+	}
 	url := nopts.URL
 	if url == "" {
-		if s.nats, err = startEmbedded(opts, nopts.Listen); err != nil {
+		if err = s.startEmbedded(opts); err != nil {
 			return nil, err
 		}
 		url = s.nats.ClientURL()
@@ -104,36 +165,8 @@ func Serve(opts Options, nopts NATSOptions) (_ *Server, err error) {
 		return nil, err
 	}
 	log := opts.Logger
-	if s.conn, err = nats.Connect(url,
-		nats.Name(cmpOr(nopts.Name, "rocketstore")),
-		nats.MaxReconnects(-1),
-		nats.RetryOnFailedConnect(false),
-		// What this connection publishes (acks, API replies, replays) never comes back to its
-		// own subscriptions: a replay onto a stored subject is not stored again.
-		nats.NoEcho(),
-		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
-			if c.IsClosed() {
-				return // our own Close at shutdown, not a lost connection
-			}
-			log.Warn().Err(err).Msg("disconnected from nats")
-		}),
-		// Without a handler nats.go writes async errors as raw lines to stderr. Slow-consumer
-		// drops are counted and logged, rate-limited, by ingress; log the rest here.
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			if errors.Is(err, nats.ErrSlowConsumer) {
-				return
-			}
-			ev := log.Warn().Err(err)
-			if sub != nil {
-				ev = ev.Str("subject", sub.Subject)
-			}
-			ev.Msg("nats error")
-		}),
-		nats.ReconnectHandler(func(c *nats.Conn) {
-			log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("reconnected to nats")
-		}),
-	); err != nil {
-		return nil, fmt.Errorf("connect to nats at %s: %w", url, err)
+	if err := s.connect(ctx, url, log); err != nil {
+		return nil, err
 	}
 	if need := int64(opts.MaxBodySize); s.conn.MaxPayload() < need {
 		log.Warn().Int64("server_max_payload", s.conn.MaxPayload()).Int64("max_body", need).
@@ -147,7 +180,8 @@ func Serve(opts Options, nopts NATSOptions) (_ *Server, err error) {
 	s.ing, err = ingress.New(ingress.Config{
 		Conn: s.conn, Out: s.Engine.in, Subjects: nopts.Subjects, QueueGroup: nopts.QueueGroup,
 		TopicTokens: nopts.TopicTokens, QueuesPerTopic: nopts.QueuesPerTopic,
-		KeysHeader: nopts.KeysHeader, TagsHeader: nopts.TagsHeader, Workers: nopts.Workers,
+		KeysHeader: nopts.KeysHeader, TagsHeader: nopts.TagsHeader, QueueKeyHeader: nopts.QueueKeyHeader,
+		Workers: nopts.Workers, DrainTimeout: nopts.DrainTimeout,
 		Encode:    &commitlog.EncodeOptions{PropCRC: !opts.NoPropCRC, MaxBodySize: opts.MaxBodySize},
 		StoreHost: opts.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
 		NoReply: nopts.NoReply, Logger: log, Clock: opts.Now, // ingress adds its stage field
@@ -167,10 +201,185 @@ func Serve(opts Options, nopts NATSOptions) (_ *Server, err error) {
 		return nil, fmt.Errorf("ingress: %w", err)
 	case <-time.After(30 * time.Second):
 		return nil, errors.New("ingress: subscriptions not confirmed by the server within 30s")
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	log.Info().Str("nats", url).Strs("subjects", s.subjects()).Str("store", opts.Dir).
+	log.Info().Str("nats", s.conn.ConnectedUrlRedacted()).Strs("subjects", s.subjects()).Str("store", opts.Dir).
 		Str("flush", opts.FlushMode.String()).Msg("engine running")
 	return s, nil
+}
+
+// checkConnFiles checks that the files the connection options name can be read, so that a
+// typo fails the start at once instead of every connection attempt, forever.
+func checkConnFiles(nopts NATSOptions) error {
+	for _, f := range []struct{ what, path string }{
+		{"credentials file", nopts.Creds}, {"nkey seed file", nopts.Nkey},
+		{"TLS certificate", nopts.TLSCert}, {"TLS key", nopts.TLSKey}, {"TLS CA file", nopts.TLSCA},
+	} {
+		if f.path == "" {
+			continue
+		}
+		fh, err := os.Open(f.path)
+		if err != nil {
+			return fmt.Errorf("nats %s: %w", f.what, err)
+		}
+		fh.Close()
+	}
+	if (nopts.TLSCert == "") != (nopts.TLSKey == "") {
+		return errors.New("nats TLS: a client certificate needs both the certificate and its key")
+	}
+	return nil
+}
+
+// connOptions are the nats.go options of the engine's connection, without its handlers.
+func connOptions(nopts NATSOptions) ([]nats.Option, error) {
+	var o []nats.Option
+	if nopts.Creds != "" {
+		o = append(o, nats.UserCredentials(nopts.Creds))
+	}
+	if nopts.Nkey != "" {
+		opt, err := nats.NkeyOptionFromSeed(nopts.Nkey)
+		if err != nil {
+			return nil, fmt.Errorf("nats nkey seed file %s: %w", nopts.Nkey, err)
+		}
+		o = append(o, opt)
+	}
+	if nopts.User != "" || nopts.Password != "" {
+		o = append(o, nats.UserInfo(nopts.User, nopts.Password))
+	}
+	if nopts.Token != "" {
+		o = append(o, nats.Token(nopts.Token))
+	}
+	if nopts.TLSCert != "" {
+		o = append(o, nats.ClientCert(nopts.TLSCert, nopts.TLSKey))
+	}
+	if nopts.TLSCA != "" {
+		o = append(o, nats.RootCAs(nopts.TLSCA))
+	}
+	if nopts.TLSFirst {
+		o = append(o, nats.TLSHandshakeFirst())
+	}
+	return o, nil
+}
+
+// reconnectLogEvery rate-limits the lines about failed connection attempts.
+const reconnectLogEvery = 30 * time.Second
+
+// connect makes the engine's connection: it reconnects forever (nats.go gives up only on the
+// same authorization error twice in a row), and a server that is not up yet is waited for,
+// logged, until it is, the connection closes for good (wrong credentials) or ctx is done.
+func (s *Server) connect(ctx context.Context, url string, log zerolog.Logger) error {
+	nopts := s.opts
+	wait := cmp.Or(nopts.ReconnectWait, nats.DefaultReconnectWait)
+	auth, err := connOptions(nopts)
+	if err != nil {
+		return err
+	}
+	connected := make(chan struct{})
+	var connectedOnce, closedOnce sync.Once
+	var failures atomic.Int64
+	var lastLogged atomic.Int64 // unix ns
+	o := []nats.Option{
+		nats.Name(cmpOr(nopts.Name, "rocketstore")),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(wait),
+		nats.RetryOnFailedConnect(true),
+		nats.DrainTimeout(cmp.Or(nopts.DrainTimeout, ingress.DefaultDrainTimeout)),
+		// What this connection publishes (acks, API replies, replays) never comes back to its
+		// own subscriptions: a replay onto a stored subject is not stored again.
+		nats.NoEcho(),
+		nats.ConnectHandler(func(*nats.Conn) { connectedOnce.Do(func() { close(connected) }) }),
+		nats.ClosedHandler(func(*nats.Conn) { closedOnce.Do(func() { close(s.connClosed) }) }),
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if c.IsClosed() || c.IsDraining() {
+				return // our own Close at shutdown, not a lost connection
+			}
+			log.Warn().Err(err).Msg("disconnected from nats: reconnecting")
+		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			n := failures.Add(1)
+			now := time.Now().UnixNano()
+			if last := lastLogged.Load(); n > 1 && now-last < int64(reconnectLogEvery) || !lastLogged.CompareAndSwap(last, now) {
+				return
+			}
+			log.Warn().Err(err).Int64("failed_attempts", n).Dur("retry_every", wait).
+				Msg("cannot reach nats: retrying (logged at most every 30s)")
+		}),
+		// Without a handler nats.go writes async errors as raw lines to stderr. Slow-consumer
+		// drops are counted and logged, rate-limited, by ingress; log the rest here.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrSlowConsumer) {
+				return
+			}
+			ev := log.Warn().Err(err)
+			if sub != nil {
+				ev = ev.Str("subject", sub.Subject)
+			}
+			ev.Msg("nats error")
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			failures.Store(0)
+			log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("reconnected to nats")
+		}),
+		nats.LameDuckModeHandler(func(c *nats.Conn) {
+			log.Warn().Str("url", c.ConnectedUrlRedacted()).
+				Msg("the nats server entered lame duck mode: it will close its connections soon; the engine keeps running, " +
+					"and reconnects to another server of the cluster (those given, and those the cluster announced)")
+		}),
+	}
+	o = append(append(o, auth...), nopts.ConnOptions...)
+	if s.conn, err = nats.Connect(url, o...); err != nil {
+		return fmt.Errorf("connect to nats at %s: %w", redactURLs(url), err)
+	}
+	if s.conn.IsConnected() {
+		return nil
+	}
+	log.Warn().Str("nats", redactURLs(url)).Dur("retry_every", wait).
+		Msg("waiting for the nats server: it cannot be reached yet")
+	select {
+	case <-connected:
+		log.Info().Str("url", s.conn.ConnectedUrlRedacted()).Msg("connected to nats")
+		return nil
+	case <-s.connClosed:
+		err := s.conn.LastError()
+		if err == nil {
+			err = nats.ErrConnectionClosed
+		}
+		return fmt.Errorf("connect to nats at %s: %w", redactURLs(url), err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// redactURLs hides the passwords of a comma-separated URL list.
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// NATSClosed is closed once the engine's NATS connection is closed for good: at shutdown, or
+// when nats.go gives up reconnecting (the same authorization error twice in a row). The
+// engine then receives nothing more: a service should stop (NATSError says why).
+func (s *Server) NATSClosed() <-chan struct{} { return s.connClosed }
+
+// NATSError is the connection's last error (nil if none).
+func (s *Server) NATSError() error { return s.conn.LastError() }
+
+// SetLogLevel changes the log level while the engine runs: NATSOptions.LogLevels' level, and
+// the embedded nats-server's debug and trace logs (on at debug, and at trace, level). The
+// server's trace applies to the client connections made after the change.
+func (s *Server) SetLogLevel(level zerolog.Level) {
+	if s.opts.LogLevels != nil {
+		s.opts.LogLevels.SetLevel(level)
+	}
+	if s.nats != nil {
+		s.nats.SetLoggerV2(s.natsLog, level <= zerolog.DebugLevel, level <= zerolog.TraceLevel, false)
+	}
 }
 
 func (s *Server) subjects() []string {
@@ -195,6 +404,11 @@ func (s *Server) Done() <-chan struct{} { return s.Engine.Done() }
 // way finishes before the engine closes), drains every stage in order, writes the last
 // checkpoint, removes the abort file, and closes the connection and the embedded server.
 func (s *Server) Shutdown() error {
+	s.stopOnce.Do(func() { s.stopErr = s.shutdown() })
+	return s.stopErr
+}
+
+func (s *Server) shutdown() error {
 	var errs []error
 	if s.ing != nil {
 		s.ing.Stop()
@@ -210,9 +424,14 @@ func (s *Server) Shutdown() error {
 // the connection closes first, so that nothing (no ack, no reply) goes out after that moment;
 // ingress aborts and drops what it holds; the pipeline stops without draining or syncing
 // (Engine.Abort), leaving the abort file, so that the next Open recovers; the embedded server
-// shuts down. Tests and benchmarks use it to kill an engine in the middle of a stream. Call
-// Shutdown or Abort, once.
+// shuts down. Tests and benchmarks use it to kill an engine in the middle of a stream. After
+// Shutdown, Abort does nothing (and the other way round).
 func (s *Server) Abort() error {
+	s.stopOnce.Do(func() { s.stopErr = s.abort() })
+	return s.stopErr
+}
+
+func (s *Server) abort() error {
 	if s.conn != nil {
 		s.conn.Close()
 	}
@@ -235,8 +454,8 @@ func (s *Server) Abort() error {
 }
 
 // closeAll stops the read API (waiting for the requests under way, so that none reads a closed
-// store), closes the engine (its acks go out on the connection), then the connection, then the
-// embedded server.
+// store), closes the engine (its acks go out on the connection), then drains the connection
+// (bounded by DrainTimeout), then stops the embedded server.
 func (s *Server) closeAll() error {
 	var errs []error
 	if s.api != nil {
@@ -249,8 +468,21 @@ func (s *Server) closeAll() error {
 		s.ing.CloseAcks() // the last batched acks, once the ack stage has handed everything over
 	}
 	if s.conn != nil {
-		if err := s.conn.Flush(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-			errs = append(errs, err)
+		if s.conn.IsConnected() {
+			if err := s.conn.Flush(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+				errs = append(errs, err)
+			}
+		}
+		// Drain, not Close: whatever subscription is left (the ingress ones are drained
+		// already) is drained, and what the connection still buffers is flushed.
+		if s.conn.Drain() == nil {
+			timeout := time.NewTimer(cmp.Or(s.opts.DrainTimeout, ingress.DefaultDrainTimeout))
+			select {
+			case <-s.connClosed:
+			case <-timeout.C:
+				errs = append(errs, errors.New("nats: the connection's drain did not finish in time; closed"))
+			}
+			timeout.Stop()
 		}
 		s.conn.Close()
 	}
@@ -261,35 +493,63 @@ func (s *Server) closeAll() error {
 	return errors.Join(errs...)
 }
 
-// startEmbedded runs a nats-server in this process on listen. It handles no signals (the
-// engine's own handler decides the shutdown order) and accepts payloads a little above the
-// body limit.
-func startEmbedded(opts Options, listen string) (*server.Server, error) {
-	host, portText, err := net.SplitHostPort(cmpOr(listen, "127.0.0.1:4222"))
-	if err != nil {
-		return nil, fmt.Errorf("embedded nats: listen address %q: %w", listen, err)
+// startEmbedded runs a nats-server in this process: on Listen, configured by ServerConfig when
+// given. It handles no signals (the engine's own handler decides the shutdown order) and accepts
+// payloads a little above the body limit. It logs through the engine's logger, with debug and
+// trace on when the level asks for them.
+func (s *Server) startEmbedded(opts Options) error {
+	nopts, log := s.opts, opts.Logger
+	so := &server.Options{}
+	if nopts.ServerConfig != "" {
+		fo, err := server.ProcessConfigFile(nopts.ServerConfig)
+		if err != nil {
+			return fmt.Errorf("embedded nats: config file: %w", err)
+		}
+		so = fo
 	}
-	port, err := strconv.Atoi(portText)
-	if err != nil {
-		return nil, fmt.Errorf("embedded nats: port %q: %w", portText, err)
+	if nopts.Listen != "" || nopts.ServerConfig == "" {
+		host, portText, err := net.SplitHostPort(cmpOr(nopts.Listen, "127.0.0.1:4222"))
+		if err != nil {
+			return fmt.Errorf("embedded nats: listen address %q: %w", nopts.Listen, err)
+		}
+		port, err := strconv.Atoi(portText)
+		if err != nil {
+			return fmt.Errorf("embedded nats: port %q: %w", portText, err)
+		}
+		so.Host, so.Port = host, port
+	} else {
+		so.Host = cmpOr(so.Host, "127.0.0.1")
+		if so.Port == 0 {
+			so.Port = 4222
+		}
 	}
-	ns, err := server.NewServer(&server.Options{
-		Host:       host,
-		Port:       port,
-		NoSigs:     true,
-		MaxPayload: int32(opts.MaxBodySize + payloadHeadroom),
-		ServerName: "rocketstore-embedded",
-	})
-	if err != nil {
-		return nil, fmt.Errorf("embedded nats: %w", err)
+	so.NoSigs = true
+	need := int32(opts.MaxBodySize + payloadHeadroom)
+	if so.MaxPayload != 0 && so.MaxPayload < need {
+		log.Warn().Str("config", nopts.ServerConfig).Int32("max_payload", so.MaxPayload).Int32("raised_to", need).
+			Msg("the embedded server's config sets max_payload below the body limit + 64 KiB: raised, so that large bodies reach the engine (and get a clear error when over the limit)")
 	}
-	ns.SetLoggerV2(natsLogger{opts.Logger.With().Str("component", "nats-server").Logger()}, false, false, false)
+	so.MaxPayload = max(so.MaxPayload, need)
+	if so.ServerName == "" {
+		so.ServerName = "rocketstore-embedded"
+	}
+	ns, err := server.NewServer(so)
+	if err != nil {
+		return fmt.Errorf("embedded nats: %w", err)
+	}
+	level := log.GetLevel()
+	if nopts.LogLevels != nil {
+		level = nopts.LogLevels.Level()
+	}
+	s.natsLog = natsLogger{log.With().Str("component", "nats-server").Logger()}
+	ns.SetLoggerV2(s.natsLog, level <= zerolog.DebugLevel, level <= zerolog.TraceLevel, false)
 	go ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		ns.Shutdown()
-		return nil, fmt.Errorf("embedded nats: not ready on %s within 10s (is the port in use?)", listen)
+		return fmt.Errorf("embedded nats: not ready on %s within 10s (is the port in use?)", net.JoinHostPort(so.Host, strconv.Itoa(so.Port)))
 	}
-	return ns, nil
+	s.nats = ns
+	return nil
 }
 
 func cmpOr(a, b string) string {

@@ -8,10 +8,11 @@
 //	                  also while an engine writes it) or online from a running engine (--nats)
 //	engine replay     have a running engine publish a topic onto a subject
 //
-// Exit codes: 0 success, 1 runtime error, 2 usage error.
+// Exit codes: 0 success, 1 runtime error, 2 usage or configuration error.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -48,16 +49,36 @@ func (versionCmd) Run() error {
 	return nil
 }
 
-func main() {
-	var c cli
-	ctx := kong.Parse(&c,
+// newParser is the command line's parser (also used again by run's SIGHUP reload).
+func newParser(c *cli) (*kong.Kong, error) {
+	return kong.New(c,
 		kong.Name("engine"),
 		kong.Description("A storage engine for NATS: subjects kept on disk in Apache RocketMQ's store format."),
 		kong.UsageOnError(),
 		kong.Exit(kongExit),
 	)
-	log := newLogger(c.LogLevel, c.LogFormat)
-	if err := ctx.Run(log); err != nil {
+}
+
+func main() {
+	var c cli
+	parser, err := newParser(&c)
+	if err != nil {
+		panic(err)
+	}
+	ctx, err := parser.Parse(os.Args[1:])
+	var cerr *configError
+	if errors.As(err, &cerr) {
+		// A configuration file's error: said plainly, without the usage.
+		fmt.Fprintf(os.Stderr, "engine: %v\n", cerr)
+		os.Exit(2)
+	}
+	parser.FatalIfErrorf(err) // usage errors exit 2 (kongExit)
+	log, levels := newLogger(c.LogLevel, c.LogFormat)
+	if err := ctx.Run(log, levels); err != nil {
+		if errors.As(err, &cerr) {
+			fmt.Fprintf(os.Stderr, "engine: %v\n", cerr)
+			os.Exit(2)
+		}
 		log.Error().Err(err).Msg("engine failed")
 		os.Exit(1)
 	}

@@ -433,7 +433,20 @@ func (s *onlineSource) notAPI(endpoint string) error {
 		s.prefix, s.url, api.Subject(s.prefix, endpoint))
 }
 
+// unknownIfInvalid answers for a name no topic can have as the offline reader does (no such
+// topic), where the API refuses it as a bad request: so that the CLI explains it the same way
+// online and offline, with the topic a subject maps to.
+func unknownIfInvalid(topic string) error {
+	if err := commitlog.ValidateTopic(topic); err != nil {
+		return fmt.Errorf("%w: %v", reader.ErrUnknownQueue, err)
+	}
+	return nil
+}
+
 func (s *onlineSource) get(ctx context.Context, req api.GetRequest) (*api.GetReply, error) {
+	if err := unknownIfInvalid(req.Topic); err != nil {
+		return nil, err
+	}
 	rep, err := s.c.Get(ctx, req)
 	if err != nil {
 		return nil, err
@@ -476,6 +489,9 @@ func (s *onlineSource) msg(ctx context.Context, msgID string) (api.Message, erro
 }
 
 func (s *onlineSource) query(ctx context.Context, req api.QueryRequest) (*api.QueryReply, error) {
+	if err := unknownIfInvalid(req.Topic); err != nil {
+		return nil, err
+	}
 	rep, err := s.c.Query(ctx, req)
 	if err != nil {
 		return nil, err
@@ -487,6 +503,9 @@ func (s *onlineSource) query(ctx context.Context, req api.QueryRequest) (*api.Qu
 }
 
 func (s *onlineSource) offsets(ctx context.Context, topic string) ([]api.QueueOffsets, error) {
+	if err := unknownIfInvalid(topic); err != nil {
+		return nil, err
+	}
 	rep, err := s.c.Offsets(ctx, topic)
 	if err != nil {
 		return nil, err
@@ -498,6 +517,9 @@ func (s *onlineSource) offsets(ctx context.Context, topic string) ([]api.QueueOf
 }
 
 func (s *onlineSource) offsetForTime(ctx context.Context, topic string, queueID int32, ms int64) (int64, error) {
+	if err := unknownIfInvalid(topic); err != nil {
+		return 0, err
+	}
 	return s.c.OffsetForTime(ctx, api.OffsetForTimeRequest{Topic: topic, QueueID: queueID, Timestamp: ms})
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -17,48 +18,132 @@ import (
 
 // runCmd is `engine run`: zero configuration runs an embedded nats-server on 127.0.0.1:4222
 // and stores every subject under ./store.
+//
+// Every flag but --config and --check-config is also a key of the configuration file (the flag's
+// name with '_' for '-': --file-reserved-time is file_reserved_time) and has an environment
+// variable; precedence is flag > environment > file > default (config.go). docs/CONFIG.md lists
+// them all. A zero value keeps its meaning here: the defaults below are the engine's.
 type runCmd struct {
-	Store      string   `help:"Store directory (created if missing)." default:"./store" env:"ENGINE_STORE" type:"path"`
-	Listen     string   `help:"Client address of the embedded nats-server." default:"127.0.0.1:4222" env:"ENGINE_LISTEN"`
-	NATS       string   `name:"nats" help:"URL of an external NATS server to use instead of the embedded one (its max_payload must be at least the body limit + 64 KiB for oversized bodies to get an error reply)." env:"NATS_URL"`
-	Subjects   []string `help:"Subjects to store, comma-separated; wildcards allowed. Inboxes (_INBOX.>) and $-subjects are never stored." default:">" env:"ENGINE_SUBJECTS"`
-	QueueGroup string   `help:"Queue group for the subscriptions, so that several engines share the load (order then holds per engine)." env:"ENGINE_QUEUE_GROUP"`
-	Flush      string   `help:"What an ack means: sync = on disk (group commit), async = written to the page cache." enum:"sync,async" default:"sync" env:"ENGINE_FLUSH"`
+	Config      string `short:"c" help:"Configuration file, in the NATS server config format (docs/CONFIG.md): it sets what no flag or environment variable sets." env:"ENGINE_CONFIG" type:"path" placeholder:"FILE"`
+	CheckConfig bool   `name:"check-config" short:"t" help:"Check the configuration, print it (every key, its value and where it came from) and exit: 0 if valid, 2 if not."`
 
-	TopicTokens int      `help:"Take the first N tokens of a subject as the topic and the rest as TAGS (0: the whole subject is the topic)." default:"0"`
-	Queues      int      `help:"Queues per topic." default:"4"`
-	KeysHeader  string   `help:"Header whose value becomes KEYS (indexed, space-separated)." default:"Rmq-Keys"`
-	TagsHeader  string   `help:"Header whose value becomes TAGS." default:"Rmq-Tags"`
-	MaxBody     byteSize `help:"Largest body accepted (RocketMQ's maxMessageSize)." default:"4MiB"`
+	// Store files (RocketMQ's store settings).
+	Store         string        `help:"Store directory (created if missing)." default:"./store" env:"ENGINE_STORE" type:"path" group:"Store"`
+	CommitLogSize byteSize      `name:"commit-log-size" help:"Size of each CommitLog segment (mappedFileSizeCommitLog)." default:"1GiB" env:"ENGINE_COMMIT_LOG_SIZE" group:"Store"`
+	CQUnits       int           `name:"cq-units" help:"ConsumeQueue units (20 bytes each) per file (mappedFileSizeConsumeQueue / 20)." default:"300000" env:"ENGINE_CQ_UNITS" group:"Store"`
+	IndexSlots    int           `name:"index-slots" help:"IndexFile hash slots per file (maxHashSlotNum)." default:"5000000" env:"ENGINE_INDEX_SLOTS" group:"Store"`
+	IndexEntries  int           `name:"index-entries" help:"IndexFile entries per file (maxIndexNum)." default:"20000000" env:"ENGINE_INDEX_ENTRIES" group:"Store"`
+	NoIndex       bool          `name:"no-index" help:"Do not build the IndexFile (no lookup by key; messageIndexEnable=false)." env:"ENGINE_NO_INDEX" group:"Store"`
+	NoPropCRC     bool          `name:"no-prop-crc" help:"Do not write the whole-record __CRC32# property (then only the body is checksummed)." env:"ENGINE_NO_PROP_CRC" group:"Store"`
+	MaxBody       byteSize      `name:"max-body" help:"Largest body accepted (maxMessageSize)." default:"4MiB" env:"ENGINE_MAX_BODY" group:"Store"`
+	StoreHost     string        `name:"store-host" help:"Address written into records and message ids (RocketMQ's store host)." default:"127.0.0.1:10911" env:"ENGINE_STORE_HOST" group:"Store"`
+	DedupeWindow  time.Duration `name:"dedupe-window" help:"How long a Nats-Msg-Id is remembered to drop duplicates." default:"2m" env:"ENGINE_DEDUPE_WINDOW" group:"Store"`
+	DedupeMax     int           `name:"dedupe-max" help:"At most this many message ids are remembered; 0 turns dedupe off." default:"500000" env:"ENGINE_DEDUPE_MAX" group:"Store"`
 
-	CommitLogSize byteSize `help:"Size of each CommitLog segment." default:"1GiB"`
-	CQUnits       int      `name:"cq-units" help:"ConsumeQueue units (20 bytes each) per file." default:"300000"`
-	IndexSlots    int      `help:"IndexFile hash slots per file." default:"5000000"`
-	IndexEntries  int      `help:"IndexFile entries per file." default:"20000000"`
-	NoIndex       bool     `help:"Do not build the IndexFile (no lookup by key)."`
-	NoPropCRC     bool     `name:"no-prop-crc" help:"Do not write the whole-record __CRC32# property (then only the body is checksummed)."`
+	// Flush (what an ack means, and RocketMQ's flush services).
+	Flush                   string        `help:"What an ack means: sync = on disk (group commit), async = written to the page cache (flushDiskType)." enum:"sync,async" default:"sync" env:"ENGINE_FLUSH" group:"Flush"`
+	FlushInterval           time.Duration `name:"flush-interval" help:"async: CommitLog flush interval (flushIntervalCommitLog)." default:"500ms" env:"ENGINE_FLUSH_INTERVAL" group:"Flush"`
+	FlushLeastPages         int           `name:"flush-least-pages" help:"async: flush when at least this many 4 KiB pages are dirty; 0 flushes whatever is dirty (flushCommitLogLeastPages)." default:"4" env:"ENGINE_FLUSH_LEAST_PAGES" group:"Flush"`
+	FlushThoroughInterval   time.Duration `name:"flush-thorough-interval" help:"async: flush everything at least this often (flushCommitLogThoroughInterval)." default:"10s" env:"ENGINE_FLUSH_THOROUGH_INTERVAL" group:"Flush"`
+	CQFlushInterval         time.Duration `name:"cq-flush-interval" help:"ConsumeQueue flush interval (flushIntervalConsumeQueue)." default:"1s" env:"ENGINE_CQ_FLUSH_INTERVAL" group:"Flush"`
+	CQFlushLeastPages       int           `name:"cq-flush-least-pages" help:"ConsumeQueue: flush when at least this many pages are dirty; 0 flushes whatever is dirty (flushConsumeQueueLeastPages)." default:"2" env:"ENGINE_CQ_FLUSH_LEAST_PAGES" group:"Flush"`
+	CQFlushThoroughInterval time.Duration `name:"cq-flush-thorough-interval" help:"ConsumeQueue: flush everything and write the checkpoint at least this often (flushConsumeQueueThoroughInterval)." default:"60s" env:"ENGINE_CQ_FLUSH_THOROUGH_INTERVAL" group:"Flush"`
+	SlowSync                time.Duration `name:"slow-sync" help:"Log a warning for a sync slower than this." default:"1s" env:"ENGINE_SLOW_SYNC" group:"Flush"`
+	OffsetPersistInterval   time.Duration `name:"offset-persist-interval" help:"How often consumer offsets (the commit API) are written (flushConsumerOffsetInterval)." default:"5s" env:"ENGINE_OFFSET_PERSIST_INTERVAL" group:"Flush"`
 
-	JSStream   string `name:"js-stream" help:"Pull from this existing JetStream stream instead of subscribing to --subjects: a lossless bridge (each message is acked to the stream once durable here)."`
-	JSConsumer string `name:"js-consumer" help:"Durable pull consumer on --js-stream (created if missing)." default:"rocketstore"`
-	JSFilter   string `name:"js-filter" help:"Filter subject for a new --js-consumer."`
+	// Retention (CleanCommitLogService). Reloaded on SIGHUP.
+	FileReservedTime       time.Duration `name:"file-reserved-time" help:"Delete CommitLog segments older than this (fileReservedTime). Reloaded on SIGHUP." default:"72h" env:"ENGINE_FILE_RESERVED_TIME" group:"Retention"`
+	DeleteWhen             string        `name:"delete-when" help:"Local hours at which expired segments are deleted, ';'-separated, e.g. 04;16 (deleteWhen). Reloaded on SIGHUP." default:"04" env:"ENGINE_DELETE_WHEN" group:"Retention"`
+	CleanInterval          time.Duration `name:"clean-interval" help:"How often retention runs (cleanResourceInterval). Reloaded on SIGHUP." default:"10s" env:"ENGINE_CLEAN_INTERVAL" group:"Retention"`
+	CleanFirstDelay        time.Duration `name:"clean-first-delay" help:"Delay of the first retention pass after the start." default:"60s" env:"ENGINE_CLEAN_FIRST_DELAY" group:"Retention"`
+	DiskMaxUsedRatio       float64       `name:"disk-max-used-ratio" help:"Above this disk use, expired segments are deleted at any hour (diskMaxUsedSpaceRatio; 0.10-0.95). Reloaded on SIGHUP." default:"0.75" env:"ENGINE_DISK_MAX_USED_RATIO" group:"Retention"`
+	DiskCleanForciblyRatio float64       `name:"disk-clean-forcibly-ratio" help:"Above this disk use, the oldest segments are deleted whatever their age (diskSpaceCleanForciblyRatio; 0.30-0.85). Reloaded on SIGHUP." default:"0.85" env:"ENGINE_DISK_CLEAN_FORCIBLY_RATIO" group:"Retention"`
+	DiskWarningRatio       float64       `name:"disk-warning-ratio" help:"Above this disk use, writes are refused (507) until it falls (diskSpaceWarningLevelRatio; 0.35-0.90). Reloaded on SIGHUP." default:"0.90" env:"ENGINE_DISK_WARNING_RATIO" group:"Retention"`
+	DeleteFilesPerPass     int           `name:"delete-files-per-pass" help:"At most this many segments are deleted per retention pass. Reloaded on SIGHUP." default:"10" env:"ENGINE_DELETE_FILES_PER_PASS" group:"Retention"`
+	NoRetention            bool          `name:"no-retention" help:"Never delete files on schedule (writes are still refused above --disk-warning-ratio). Reloaded on SIGHUP." env:"ENGINE_NO_RETENTION" group:"Retention"`
 
-	HTTP  string `name:"http" help:"Serve /metrics (Prometheus), /healthz, /readyz, /status on this address (e.g. 127.0.0.1:8222); empty: off." env:"ENGINE_HTTP"`
-	Pprof bool   `help:"Also serve /debug/pprof on the --http address."`
+	// Ingress: subjects, mapping, acks.
+	Subjects       []string      `help:"Subjects to store, comma-separated; wildcards allowed, no two overlapping. Inboxes (_INBOX.>) and $-subjects are never stored." default:">" env:"ENGINE_SUBJECTS" group:"Ingress"`
+	QueueGroup     string        `name:"queue-group" help:"Queue group for the subscriptions, so that several engines share the load (order then holds per engine)." env:"ENGINE_QUEUE_GROUP" group:"Ingress"`
+	TopicTokens    int           `name:"topic-tokens" help:"Take the first N tokens of a subject as the topic and the rest as TAGS (0: the whole subject is the topic)." default:"0" env:"ENGINE_TOPIC_TOKENS" group:"Ingress"`
+	Queues         int           `help:"Queues per topic." default:"4" env:"ENGINE_QUEUES" group:"Ingress"`
+	KeysHeader     string        `name:"keys-header" help:"Header whose value becomes KEYS (indexed, space-separated)." default:"Rmq-Keys" env:"ENGINE_KEYS_HEADER" group:"Ingress"`
+	TagsHeader     string        `name:"tags-header" help:"Header whose value becomes TAGS." default:"Rmq-Tags" env:"ENGINE_TAGS_HEADER" group:"Ingress"`
+	QueueKeyHeader string        `name:"queue-key-header" help:"Header whose value picks the queue by hash (empty: the first key of --keys-header); without it, round-robin." env:"ENGINE_QUEUE_KEY_HEADER" group:"Ingress"`
+	NoReply        bool          `name:"no-reply" help:"Send no reply at all (no ack, no error): for setups where the reply subject is not ours to answer." env:"ENGINE_NO_REPLY" group:"Ingress"`
+	NoBatchedAcks  bool          `name:"no-batched-acks" help:"Turn batched acks off (messages with Rs-Seq are then refused)." env:"ENGINE_NO_BATCHED_ACKS" group:"Ingress"`
+	MaxStreams     int           `name:"max-streams" help:"Batched acks: streams tracked at once (the least recently active is evicted)." default:"10000" env:"ENGINE_MAX_STREAMS" group:"Ingress"`
+	StreamIdle     time.Duration `name:"stream-idle" help:"Batched acks: a stream idle this long is forgotten." default:"2m" env:"ENGINE_STREAM_IDLE" group:"Ingress"`
+	Workers        int           `help:"Encoding workers (0: one per CPU)." default:"0" env:"ENGINE_WORKERS" group:"Ingress"`
+	PendingMsgs    int           `name:"pending-msgs" help:"Messages the NATS client buffers per subscription before dropping (fire-and-forget publishers); -1: no limit." default:"524288" env:"ENGINE_PENDING_MSGS" group:"Ingress"`
+	PendingBytes   limitSize     `name:"pending-bytes" help:"Bytes the NATS client buffers per subscription before dropping; -1: no limit." default:"64MiB" env:"ENGINE_PENDING_BYTES" group:"Ingress"`
+	DrainTimeout   time.Duration `name:"drain-timeout" help:"At shutdown, how long the subscriptions, then the connection, may take to drain." default:"30s" env:"ENGINE_DRAIN_TIMEOUT" group:"Ingress"`
 
-	DedupeWindow time.Duration `help:"How long a Nats-Msg-Id is remembered to drop duplicates." default:"2m"`
-	StoreHost    string        `help:"Address written into records and message ids (RocketMQ's store host)." default:"127.0.0.1:10911"`
+	JSStream   string `name:"js-stream" help:"Pull from this existing JetStream stream instead of subscribing to --subjects: a lossless bridge (each message is acked to the stream once durable here)." env:"ENGINE_JS_STREAM" group:"JetStream bridge"`
+	JSConsumer string `name:"js-consumer" help:"Durable pull consumer on --js-stream (created if missing)." default:"rocketstore" env:"ENGINE_JS_CONSUMER" group:"JetStream bridge"`
+	JSFilter   string `name:"js-filter" help:"Filter subject for a new --js-consumer." env:"ENGINE_JS_FILTER" group:"JetStream bridge"`
+
+	// The NATS connection: natscli's flag names and environment variables.
+	Server         string        `short:"s" aliases:"nats" help:"NATS server URLs of an external server, comma-separated, instead of the embedded one (its max_payload should be at least the body limit + 64 KiB)." env:"NATS_URL" placeholder:"URL" group:"NATS connection"`
+	Creds          string        `help:"User credentials file (JWT + nkey seed)." env:"NATS_CREDS" type:"path" placeholder:"FILE" group:"NATS connection"`
+	Nkey           string        `help:"User nkey seed file." env:"NATS_NKEY" type:"path" placeholder:"FILE" group:"NATS connection"`
+	User           string        `help:"User name." env:"NATS_USER" group:"NATS connection"`
+	Password       string        `help:"Password." env:"NATS_PASSWORD" group:"NATS connection"`
+	Token          string        `help:"Authentication token." env:"NATS_TOKEN" group:"NATS connection"`
+	TLSCert        string        `name:"tlscert" help:"TLS client certificate file." env:"NATS_CERT" type:"path" placeholder:"FILE" group:"NATS connection"`
+	TLSKey         string        `name:"tlskey" help:"TLS client private key file." env:"NATS_KEY" type:"path" placeholder:"FILE" group:"NATS connection"`
+	TLSCA          string        `name:"tlsca" help:"TLS certificate authority chain file." env:"NATS_CA" type:"path" placeholder:"FILE" group:"NATS connection"`
+	TLSFirst       bool          `name:"tlsfirst" help:"Do the TLS handshake before the server's greeting (the server needs handshake_first)." env:"ENGINE_TLSFIRST" group:"NATS connection"`
+	ConnectionName string        `name:"connection-name" help:"Name of the engine's connection, as the server shows it." default:"rocketstore" env:"ENGINE_CONNECTION_NAME" group:"NATS connection"`
+	ReconnectWait  time.Duration `name:"reconnect-wait" help:"Pause between reconnection attempts; the engine reconnects forever, and waits for a server that is not up yet." default:"2s" env:"ENGINE_RECONNECT_WAIT" group:"NATS connection"`
+
+	// The embedded server.
+	Listen     string `help:"Client address of the embedded nats-server (port -1: any free port)." default:"127.0.0.1:4222" env:"ENGINE_LISTEN" group:"Embedded server"`
+	NATSConfig string `name:"nats-config" help:"nats-server configuration file for the embedded server (accounts, TLS, JetStream...); --listen, when set, overrides its address." env:"ENGINE_NATS_CONFIG" type:"path" placeholder:"FILE" group:"Embedded server"`
+
+	// The read API.
+	NoReadAPI    bool   `name:"no-read-api" help:"Do not serve the read API over NATS." env:"ENGINE_NO_READ_API" group:"Read API"`
+	APIPrefix    string `name:"api-prefix" help:"Subject prefix of the read API." default:"$RS.API" env:"ENGINE_API_PREFIX" group:"Read API"`
+	MaxLongPolls int    `name:"max-long-polls" help:"Gets waiting at the head of a queue at once." default:"128" env:"ENGINE_MAX_LONG_POLLS" group:"Read API"`
+	MaxReplays   int    `name:"max-replays" help:"Replays running at once." default:"4" env:"ENGINE_MAX_REPLAYS" group:"Read API"`
+
+	HTTP  string `name:"http" help:"Serve /metrics (Prometheus), /healthz, /readyz, /status on this address (e.g. 127.0.0.1:8222); empty: off." env:"ENGINE_HTTP" group:"Monitoring"`
+	Pprof bool   `help:"Also serve /debug/pprof on the --http address." env:"ENGINE_PPROF" group:"Monitoring"`
+
+	// Set by the hooks (config.go), not flags.
+	file     *configFile // the configuration file, if any
+	settings []setting   // every key, its value and its source, after parsing
+	args     []string    // the command line, parsed again on SIGHUP
 }
 
-func (r *runCmd) Run(log zerolog.Logger) error {
-	opts, nopts, err := r.options(log)
-	if err != nil {
+func (r *runCmd) Run(log zerolog.Logger, levels *engine.LevelWriter) error {
+	if err := r.validate(); err != nil {
 		return err
+	}
+	if r.CheckConfig {
+		r.printConfig(os.Stdout)
+		return nil
+	}
+	opts, nopts := r.options(log)
+	nopts.LogLevels = levels
+	if r.file != nil {
+		log.Info().Str("config", r.file.path).Msg("configuration file loaded")
 	}
 	// Signals are caught before anything starts, so that one arriving during start-up still
 	// gets the graceful stop. NoSigs on the embedded server: the engine alone decides the order.
+	// SIGHUP is caught from the start too (its default action would end the process); it is
+	// handled once the engine runs.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
+	// A signal during start-up (recovery, or waiting for a NATS server not up yet) gives up the
+	// start: everything started closes again cleanly.
+	startCtx, startDone := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer startDone()
 	var mon *engine.Monitor
+	var err error
 	if r.HTTP != "" {
 		// Up before the store opens, so that /readyz says "recovering" during recovery.
 		if mon, err = engine.StartMonitor(nil, r.HTTP, engine.MonitorOptions{Version: version, StoreDir: opts.Dir, Pprof: r.Pprof, Logger: log}); err != nil {
@@ -67,31 +152,51 @@ func (r *runCmd) Run(log zerolog.Logger) error {
 		defer mon.Close()
 		log.Info().Str("http", mon.URL()).Msg("monitoring")
 	}
-	srv, err := engine.Serve(opts, nopts)
+	srv, err := engine.ServeContext(startCtx, opts, nopts)
 	if err != nil {
+		if startCtx.Err() != nil && errors.Is(err, context.Canceled) {
+			log.Info().Msg("stopped during start-up: nothing was taken yet")
+			return nil
+		}
 		if mon != nil {
 			mon.Fail(err)
 		}
 		return err
 	}
+	startDone()
 	if mon != nil {
 		mon.Attach(srv)
 	}
-	select {
-	case s := <-sigs:
-		log.Info().Str("signal", s.String()).Msg("stopping: draining every stage (a second signal exits at once)")
-		if mon != nil {
-			mon.SetPhase(engine.PhaseStopping, "signal "+s.String())
+	var runErr error
+loop:
+	for {
+		select {
+		case <-hups:
+			r.reload(srv, log)
+		case s := <-sigs:
+			log.Info().Str("signal", s.String()).Msg("stopping: draining every stage (a second signal exits at once)")
+			if mon != nil {
+				mon.SetPhase(engine.PhaseStopping, "signal "+s.String())
+			}
+			break loop
+		case <-srv.Done():
+			log.Error().Err(srv.Engine.Err()).Msg("pipeline stopped")
+			break loop
+		case <-srv.NATSClosed():
+			runErr = fmt.Errorf("the nats connection closed and will not reconnect: %w", srv.NATSError())
+			log.Error().Err(runErr).Msg("stopping: nothing can reach the engine any more")
+			if mon != nil {
+				mon.SetPhase(engine.PhaseStopping, "nats connection closed")
+			}
+			break loop
 		}
-	case <-srv.Done():
-		log.Error().Err(srv.Engine.Err()).Msg("pipeline stopped")
 	}
 	go func() {
 		s := <-sigs
 		log.Warn().Str("signal", s.String()).Msg("second signal: exiting without draining; the next start recovers")
 		os.Exit(1)
 	}()
-	err = errors.Join(srv.Engine.Err(), srv.Shutdown())
+	err = errors.Join(runErr, srv.Engine.Err(), srv.Shutdown())
 	if err != nil {
 		return err
 	}
@@ -99,35 +204,81 @@ func (r *runCmd) Run(log zerolog.Logger) error {
 	return nil
 }
 
-func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions, error) {
-	host, err := netip.ParseAddrPort(r.StoreHost)
-	if err != nil {
-		return engine.Options{}, engine.NATSOptions{}, fmt.Errorf("--store-host: %w", err)
-	}
+// options are the engine's options for r, which validate has checked.
+func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions) {
+	host, _ := netip.ParseAddrPort(r.StoreHost)
 	mode := engine.FlushSync
 	if r.Flush == "async" {
 		mode = engine.FlushAsync
 	}
-	opts := engine.Options{
-		Dir:               r.Store,
-		Logger:            log,
-		FlushMode:         mode,
-		CommitLogFileSize: int64(r.CommitLogSize),
-		ConsumeQueueUnits: r.CQUnits,
-		IndexSlots:        r.IndexSlots,
-		IndexEntries:      r.IndexEntries,
-		NoIndex:           r.NoIndex,
-		NoPropCRC:         r.NoPropCRC,
-		MaxBodySize:       int(r.MaxBody),
-		StoreHost:         host,
-		DedupeWindow:      r.DedupeWindow,
+	// RocketMQ's "least pages 0" flushes whatever is dirty; the engine's 0 means its default,
+	// and a negative value means whatever is dirty.
+	anyDirty := func(n int) int {
+		if n == 0 {
+			return -1
+		}
+		return n
 	}
+	dedupeMax := r.DedupeMax
+	if dedupeMax == 0 {
+		dedupeMax = -1 // off
+	}
+	opts := engine.Options{
+		Dir:                     r.Store,
+		Logger:                  log,
+		FlushMode:               mode,
+		CommitLogFileSize:       int64(r.CommitLogSize),
+		ConsumeQueueUnits:       r.CQUnits,
+		IndexSlots:              r.IndexSlots,
+		IndexEntries:            r.IndexEntries,
+		NoIndex:                 r.NoIndex,
+		NoPropCRC:               r.NoPropCRC,
+		MaxBodySize:             int(r.MaxBody),
+		StoreHost:               host,
+		DedupeWindow:            r.DedupeWindow,
+		DedupeMax:               dedupeMax,
+		FlushInterval:           r.FlushInterval,
+		FlushLeastPages:         anyDirty(r.FlushLeastPages),
+		FlushThoroughInterval:   r.FlushThoroughInterval,
+		CQFlushInterval:         r.CQFlushInterval,
+		CQFlushLeastPages:       anyDirty(r.CQFlushLeastPages),
+		CQFlushThoroughInterval: r.CQFlushThoroughInterval,
+		SlowSync:                r.SlowSync,
+		OffsetPersistInterval:   r.OffsetPersistInterval,
+		CleanFirstDelay:         r.CleanFirstDelay,
+	}
+	opts.FileReservedTime, opts.DeleteWhen, opts.CleanInterval = r.FileReservedTime, r.DeleteWhen, r.CleanInterval
+	opts.DiskMaxUsedRatio, opts.DiskCleanForciblyRatio, opts.DiskWarningRatio = r.DiskMaxUsedRatio, r.DiskCleanForciblyRatio, r.DiskWarningRatio
+	opts.DeleteFilesPerPass, opts.NoRetention = r.DeleteFilesPerPass, r.NoRetention
 	nopts := engine.NATSOptions{
-		URL: r.NATS, Listen: r.Listen, Subjects: r.Subjects, QueueGroup: r.QueueGroup,
-		TopicTokens: r.TopicTokens, QueuesPerTopic: r.Queues, KeysHeader: r.KeysHeader, TagsHeader: r.TagsHeader,
+		URL: r.Server, ServerConfig: r.NATSConfig, Subjects: r.Subjects, QueueGroup: r.QueueGroup,
+		TopicTokens: r.TopicTokens, QueuesPerTopic: r.Queues,
+		KeysHeader: r.KeysHeader, TagsHeader: r.TagsHeader, QueueKeyHeader: r.QueueKeyHeader,
+		Workers: r.Workers, PendingMsgs: r.PendingMsgs, PendingBytes: int(r.PendingBytes),
+		NoReply: r.NoReply, Name: r.ConnectionName,
+		NoReadAPI: r.NoReadAPI, APIPrefix: r.APIPrefix, MaxLongPolls: r.MaxLongPolls, MaxReplays: r.MaxReplays,
+		Version:       version,
+		NoBatchedAcks: r.NoBatchedAcks, MaxStreams: r.MaxStreams, StreamIdle: r.StreamIdle,
+		Creds: r.Creds, Nkey: r.Nkey, User: r.User, Password: r.Password, Token: r.Token,
+		TLSCert: r.TLSCert, TLSKey: r.TLSKey, TLSCA: r.TLSCA, TLSFirst: r.TLSFirst,
+		ReconnectWait: r.ReconnectWait, DrainTimeout: r.DrainTimeout,
+	}
+	// --listen applies to the embedded server's address unless --nats-config gives it and no
+	// flag, variable or file line set --listen.
+	if r.NATSConfig == "" || r.sourceOf("listen") != sourceDefault {
+		nopts.Listen = r.Listen
 	}
 	if r.JSStream != "" {
 		nopts.JetStream = &ingress.JetStreamSource{Stream: r.JSStream, Consumer: r.JSConsumer, FilterSubject: r.JSFilter}
 	}
-	return opts, nopts, nil
+	return opts, nopts
+}
+
+// retention is r's retention settings.
+func (r *runCmd) retention() engine.Retention {
+	return engine.Retention{
+		FileReservedTime: r.FileReservedTime, DeleteWhen: r.DeleteWhen, CleanInterval: r.CleanInterval,
+		DiskMaxUsedRatio: r.DiskMaxUsedRatio, DiskCleanForciblyRatio: r.DiskCleanForciblyRatio,
+		DiskWarningRatio: r.DiskWarningRatio, DeleteFilesPerPass: r.DeleteFilesPerPass, NoRetention: r.NoRetention,
+	}
 }

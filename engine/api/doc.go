@@ -50,8 +50,10 @@
 // ingress error replies), also signalled with micro's Nats-Service-Error and
 // Nats-Service-Error-Code headers so that `nats micro stats` counts it. Codes:
 //
-//	400  bad request: malformed JSON, a missing or invalid field, an invalid consumer group,
-//	     a malformed message id
+//	400  bad request: malformed JSON, an unknown field, a missing or invalid field (a topic that
+//	     is not a valid RocketMQ topic, a negative offset, count or queue id, a replay subject
+//	     with wildcards or over 1024 bytes, a pull's reply subject over 1024 bytes), an invalid
+//	     consumer group, a malformed message id
 //	404  unknown topic or queue, message not found (never stored, or deleted by retention)
 //	429  too many replays running (Replay)
 //	500  anything else (a damaged store, a reply too large for the connection)

@@ -24,6 +24,16 @@ type OS struct{}
 // Default is the OS file system.
 var Default FS = OS{}
 
+// Permissions of what the store creates: owner-only. A store holds every message it was sent,
+// so nothing of it is readable by other users, whatever the umask (which can only remove bits).
+const (
+	// FileMode is the mode of every file the store creates: segments, checkpoint, abort, lock,
+	// config JSON and their temporary copies.
+	FileMode os.FileMode = 0o600
+	// DirMode is the mode of every directory the store creates.
+	DirMode os.FileMode = 0o700
+)
+
 var pageSize = int64(os.Getpagesize())
 
 // CreateSegment implements FS.
@@ -31,7 +41,7 @@ func (OS) CreateSegment(name string, size, reserve int64) (_ Segment, err error)
 	if size <= 0 || reserve < 0 || reserve > size {
 		return nil, fmt.Errorf("vfs: create %s: bad size %d / reserve %d", name, size, reserve)
 	}
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, FileMode)
 	if err != nil {
 		return nil, err
 	}
@@ -214,8 +224,36 @@ func (s *osSegment) Close() error {
 
 func (s *osSegment) AdviseRandom() { _ = unix.Madvise(s.data, unix.MADV_RANDOM) }
 
-// Create implements FS.
-func (OS) Create(name string) (File, error) { return os.Create(name) }
+// Create implements FS. A new file is made owner-only (FileMode); an existing one it truncates
+// is made so too, since its whole content is about to be replaced (a leftover temporary file of
+// an older version, say).
+func (OS) Create(name string) (File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, FileMode)
+	if err != nil {
+		return nil, err
+	}
+	if err := restrict(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// restrict takes the group and other bits off f's mode, if it has any. A file of another user
+// (EPERM) is left as it is: it was not ours to protect.
+func restrict(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Mode().Perm()&0o077 == 0 {
+		return nil
+	}
+	if err := f.Chmod(st.Mode().Perm() &^ 0o077); err != nil && !errors.Is(err, syscall.EPERM) {
+		return fmt.Errorf("vfs: make %s owner-only: %w", f.Name(), err)
+	}
+	return nil
+}
 
 // Open implements FS.
 func (OS) Open(name string) (File, error) { return os.Open(name) }
@@ -229,7 +267,8 @@ func (OS) Remove(name string) error { return os.Remove(name) }
 // Rename implements FS.
 func (OS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
 
-// MkdirAll implements FS. New directories are made durable by syncing their parents.
+// MkdirAll implements FS. New directories are owner-only (DirMode) and made durable by syncing
+// their parents; existing ones are left as they are (the store's root may be the operator's).
 func (OS) MkdirAll(dir string) error {
 	var created []string
 	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
@@ -241,7 +280,7 @@ func (OS) MkdirAll(dir string) error {
 			break
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return err
 	}
 	for _, d := range created {
@@ -314,7 +353,7 @@ func (OS) Lock(name string) (io.Closer, error) {
 	if _, loaded := heldLocks.LoadOrStore(abs, struct{}{}); loaded {
 		return nil, fmt.Errorf("vfs: lock %s: %w (this process already holds it)", name, ErrLocked)
 	}
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, FileMode)
 	if err != nil {
 		heldLocks.Delete(abs)
 		return nil, err

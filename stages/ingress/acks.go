@@ -93,15 +93,31 @@ func (in *Ingress) reject(m *nats.Msg, err error) {
 	in.replyError(m.Reply, code, err.Error())
 }
 
-// noteReject counts and logs (rate-limited) a message ingress refused, and returns its code.
+// noteReject counts and logs a message ingress refused, and returns its code: one debug line
+// per reject (nothing but a level check when debug is off) and a warning at most once per
+// LogInterval.
 func (in *Ingress) noteReject(subject string, err error) int {
 	code := ReplyCode(err)
 	in.counters.rejected[codeIndex(code)].Add(1)
+	if ev := in.log.Debug(); ev != nil {
+		ev.Str("error", clip(err.Error(), maxDescription)).Int("code", code).Str("subject", clip(subject, 256)).
+			Msg("ingress: message rejected")
+	}
 	if ok, held := in.rejectLog.allow(time.Now()); ok {
-		in.log.Warn().Err(err).Int("code", code).Str("subject", subject).Int64("more", held).
+		in.log.Warn().Str("error", clip(err.Error(), maxDescription)).Int("code", code).
+			Str("subject", clip(subject, 256)).Int64("more", held).
 			Msg("ingress: message rejected")
 	}
 	return code
+}
+
+// clip bounds what a log line quotes of client input: errors quote header values, which can
+// be as large as a payload, and a subject can be as long as the server's max control line.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }
 
 // replyStopped answers a message ingress dropped because it is aborting (503), unless it belongs

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -32,7 +33,9 @@ type Config struct {
 	// Conn is the engine's connection. Ingress subscribes on it and publishes replies on it; it
 	// never closes it (see the package doc on stopping).
 	Conn *nats.Conn
-	// Subjects to subscribe to; default [">"]. They must not overlap (see the package doc). With
+	// Subjects to subscribe to; default [">"]. Each must be a valid NATS subject (non-empty
+	// tokens, no whitespace, '>' only as the last token) outside _INBOX. and $, and no two may
+	// overlap (see the package doc): New refuses them otherwise. With
 	// ">" the connection also receives every inbox message on the server, our own acks included:
 	// they are excluded cheaply, but they are received; narrower subjects avoid that traffic.
 	Subjects []string
@@ -135,10 +138,11 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.Subjects) == 0 {
 		c.Subjects = []string{">"}
 	}
-	for _, s := range c.Subjects {
-		if strings.HasPrefix(s, "_INBOX.") || strings.HasPrefix(s, "$") {
-			return c, fmt.Errorf("ingress: subject %q is always excluded; subscribing to it stores nothing", s)
-		}
+	if err := checkSubscriptions(c.Subjects); err != nil {
+		return c, err
+	}
+	if strings.IndexFunc(c.QueueGroup, func(r rune) bool { return r < utf8.RuneSelf && subjectSpace(byte(r)) }) >= 0 {
+		return c, fmt.Errorf("ingress: queue group %q has whitespace, which NATS refuses", c.QueueGroup)
 	}
 	if c.QueuesPerTopic <= 0 {
 		c.QueuesPerTopic = DefaultQueuesPerTopic

@@ -24,7 +24,11 @@
 // this package makes. A side effect worth knowing: a mapped topic never contains a literal '_'
 // and never starts with %RETRY% or %DLQ%, so it cannot collide with RocketMQ's system topics
 // (SCHEDULE_TOPIC_XXXX, RMQ_SYS_*, retry and dead-letter topics). A subject whose topic would
-// be longer than 127 bytes is rejected (400): use a shorter subject or the token rule.
+// be longer than 127 bytes is rejected (400): use a shorter subject or the token rule. So is a
+// subject that is not a literal NATS subject (an empty token, a '*' or '>' token, whitespace),
+// which a server without pedantic checks may still deliver. Bytes that are path separators
+// elsewhere ('/', '\', NUL) are ordinary subject bytes: escaped like any other, so no topic, and
+// no queue directory, can name anything outside its parent.
 //
 // The token rule (Config.TopicTokens = N > 0) makes the first N tokens of the subject the topic,
 // mapped as above, and the remaining tokens, joined by '.', the TAGS property (unless the tags
@@ -71,8 +75,10 @@
 // The three headers above are moved into their properties, not copied. Rejected with 400, never
 // mangled: a name or value that commitlog.CheckProperty refuses (empty, invalid UTF-8, a 0x01 or
 // 0x02 byte), a name that is one of the properties the store sets or RocketMQ reserves (see
-// ReservedProperty), properties over 32767 bytes. A body over the limit (4 MiB by default) gets
-// 413. Nothing of a rejected message reaches Out.
+// ReservedProperty), properties over 32767 bytes, a header block nats.go could not decode (it
+// would deliver the message without any headers). A body over the limit (4 MiB by default) gets
+// 413. Nothing of a rejected message reaches Out. Each reject is counted (Stats.Rejected by
+// code), logged at debug level, and warned about at most once per Config.LogInterval.
 //
 // # Replies
 //

@@ -20,7 +20,8 @@ type route struct {
 	// non-empty piece of the subject cut at a '.', and the subject passed CheckProperty.
 	tags string
 	// err is set when the subject cannot be stored at all (topic too long, subject not valid as
-	// the NATS_SUBJECT property); every message of the subject then gets an error reply.
+	// the NATS_SUBJECT property, or not a literal NATS subject: an empty or a wildcard token,
+	// whitespace); every message of the subject then gets an error reply.
 	err   error
 	state *topicState
 	// shard is the base of the worker choice: the FNV-1a hash of the topic (of the subject when
@@ -61,6 +62,8 @@ func (r *router) makeRoute(subject string) *route {
 	rt := &route{}
 	if err := commitlog.CheckProperty(PropNatsSubject, subject); err != nil {
 		rt.err = fmt.Errorf("%w: %w", ErrInvalidSubject, err)
+	} else if err := checkPublishedSubject(subject); err != nil {
+		rt.err = err
 	} else {
 		rt.topic, rt.tags, rt.err = r.mapping.Map(subject)
 	}

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/nats-io/nats.go"
 
@@ -144,6 +145,9 @@ func (w *worker) encodeSeq(j *job, born int64, seq *seqHeader) (stages.Record, e
 	if rt.err != nil {
 		return stages.Record{}, rt.err
 	}
+	if undecodedHeaders(j.msg) {
+		return stages.Record{}, errUndecodedHeaders
+	}
 	props, msgID, err := w.props.buildWith(j.msg, rt, seq)
 	if err != nil {
 		return stages.Record{}, err
@@ -189,4 +193,19 @@ func (w *worker) encodeSeq(j *job, born int64, seq *seqHeader) (stages.Record, e
 		}
 	}
 	return r, nil
+}
+
+// errUndecodedHeaders: see undecodedHeaders.
+var errUndecodedHeaders = fmt.Errorf("%w: the message's header block is malformed and could not be "+
+	"decoded (a header line without ':', or no blank line at its end); nothing of it could be "+
+	"stored, so the message is refused rather than stored without its headers", ErrInvalidHeader)
+
+// undecodedHeaders reports whether m came with a header block nats.go could not decode: it then
+// delivers the message with no Header at all (and reports ErrBadHeaderMsg to the connection's
+// error handler), which would store the message silently stripped of its headers. A received
+// message's Size counts the header block on the wire, so the block's presence shows as bytes
+// that neither the subject, the reply subject nor the body account for. (A message made in this
+// process has no such bytes.)
+func undecodedHeaders(m *nats.Msg) bool {
+	return m.Header == nil && m.Size() > len(m.Subject)+len(m.Reply)+len(m.Data)
 }

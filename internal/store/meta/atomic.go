@@ -20,6 +20,10 @@ const TmpSuffix = ".tmp"
 // temporary file when it can; an error from the directory fsync comes after the rename, so path
 // already reads the new content but a crash may still bring back the old one.
 //
+// The new file is owner-only (vfs.FileMode, 0600, on the OS file system): the temporary file is
+// made by FS.Create, which creates it so (and tightens a leftover one), and the rename gives path
+// the temporary file's inode and mode, so a path that had looser bits loses them too.
+//
 // Calls for the same path must not overlap: they share the temporary file.
 func WriteFileAtomic(fsys vfs.FS, path string, data []byte) error {
 	tmp := path + TmpSuffix
