@@ -36,7 +36,7 @@ type reloadTarget interface {
 // serverTarget adapts a running server.
 type serverTarget struct{ srv *engine.Server }
 
-func (t serverTarget) SetLogLevel(l zerolog.Level)            { t.srv.SetLogLevel(l) }
+func (t serverTarget) SetLogLevel(l zerolog.Level)           { t.srv.SetLogLevel(l) }
 func (t serverTarget) SetRetention(r engine.Retention) error { return t.srv.Engine.SetRetention(r) }
 
 func (r *runCmd) reload(srv *engine.Server, log zerolog.Logger) {
