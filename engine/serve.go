@@ -279,6 +279,9 @@ func (s *Server) connect(ctx context.Context, url string, log zerolog.Logger) er
 	var connectedOnce, closedOnce sync.Once
 	var failures atomic.Int64
 	var lastLogged atomic.Int64 // unix ns
+	// refused carries a TLS failure before the first connection: a configuration error that
+	// retrying cannot fix (isTLSRefusal).
+	refused := make(chan error, 1)
 	o := []nats.Option{
 		nats.Name(cmpOr(nopts.Name, "rocketstore")),
 		nats.MaxReconnects(-1),
@@ -297,6 +300,17 @@ func (s *Server) connect(ctx context.Context, url string, log zerolog.Logger) er
 			log.Warn().Err(err).Msg("disconnected from nats: reconnecting")
 		}),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			select {
+			case <-connected:
+			default:
+				if isTLSRefusal(err) {
+					select {
+					case refused <- err:
+					default:
+					}
+					return
+				}
+			}
 			n := failures.Add(1)
 			now := time.Now().UnixNano()
 			if last := lastLogged.Load(); n > 1 && now-last < int64(reconnectLogEvery) || !lastLogged.CompareAndSwap(last, now) {
@@ -346,6 +360,8 @@ func (s *Server) connect(ctx context.Context, url string, log zerolog.Logger) er
 			err = nats.ErrConnectionClosed
 		}
 		return fmt.Errorf("connect to nats at %s: %w", redactURLs(url), err)
+	case err := <-refused:
+		return fmt.Errorf("connect to nats at %s: TLS: %w (check --tlsca, --tlscert and --tlskey)", redactURLs(url), err)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
