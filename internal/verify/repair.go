@@ -389,6 +389,18 @@ func (r *repairer) cutDerived(rebuilt map[string]*queueCheck) (map[string]*queue
 	if err := r.cq.TruncateDirtyAll(r.end); err != nil {
 		return nil, err
 	}
+	// The rebuild appends to the queues that lack units: whatever lies past their end must not
+	// join them.
+	for _, q := range r.v.queues {
+		if q.missing == 0 || q.broken() {
+			continue
+		}
+		if cq := r.cq.Find(q.topic, q.id); cq != nil {
+			if err := cq.ZeroPastEnd(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, cq := range r.cq.Queues() {
 		units[cq.String()].truncated = cq.MaxOffset() - cq.MinOffset()
 	}

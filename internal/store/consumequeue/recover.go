@@ -363,3 +363,37 @@ func (cq *ConsumeQueue) DeleteExpired(minCommitLogOffset int64) (int, error) {
 	}
 	return len(names), errors.Join(err, cq.CorrectMinOffset(minCommitLogOffset))
 }
+
+// ZeroPastEnd zeroes, and syncs, whatever non-zero bytes follow the queue's end in the file
+// that holds it. Recover leaves such bytes alone (units a crash stranded behind a lost page, as
+// RocketMQ does; the engine's recovery checks every unit it keeps against its record), but a
+// rebuild that appends units up to them joins them to the queue: an offline repair that
+// appends clears them first. It reads the rest of that one file.
+func (cq *ConsumeQueue) ZeroPastEnd() error {
+	if cq.cfg.readOnly {
+		return fmt.Errorf("%w: zero past the end of %s", ErrReadOnly, cq)
+	}
+	q, err := cq.use()
+	if err != nil {
+		return err
+	}
+	defer cq.mu.RUnlock()
+	cq.minMu.Lock()
+	defer cq.minMu.Unlock()
+	last := q.Last()
+	if last == nil {
+		return nil
+	}
+	if !last.Acquire() {
+		return fmt.Errorf("consumequeue %s: zero past the end: %w", cq, segment.ErrDeleted)
+	}
+	from := last.Wrote()
+	data := last.Data()[:last.Size()]
+	to := int64(len(data))
+	for to > from && data[to-1] == 0 {
+		to--
+	}
+	to = min((to+UnitSize-1)/UnitSize*UnitSize, int64(len(data)))
+	err = cq.scrub(q, last, from, to)
+	return errors.Join(err, last.Release())
+}
