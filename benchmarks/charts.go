@@ -28,7 +28,7 @@ import (
 //     dimension and ack mode, the one with the most points is drawn.
 //   - latency-cdf-<ack><window>: the ack latency CDF of every target of the request/reply load
 //     with the most targets (the base load in the presets), from each run's merged HdrHistogram,
-//     log x.
+//     log x, with the batched-ack runs of the same window, publishers, bodies and topics.
 
 // chartWidth and chartHeight are the charts' size.
 const (
@@ -60,7 +60,7 @@ func WriteCharts(dir string, rs []Result) ([]string, error) {
 	}
 	var charts []*chart
 	for _, d := range dimensions {
-		for _, ack := range []AckMode{FireAndForget, RequestReply} {
+		for _, ack := range []AckMode{FireAndForget, RequestReply, Batched} {
 			c, err := sweepChart(rs, d, ack)
 			if err != nil {
 				return nil, err
@@ -195,7 +195,7 @@ func sweepChart(rs []Result, d dimension, ack AckMode) (*chart, error) {
 		return nil, nil
 	}
 	ackName := string(ack)
-	if ack == RequestReply && d.name != "window" {
+	if ack.windowed() && d.name != "window" {
 		ackName += strconv.Itoa(best.runs[0].Run.Load.Window)
 	}
 	c := newChart(fmt.Sprintf("throughput-vs-%s-%s", d.name, ackName))
@@ -246,7 +246,7 @@ func sweepChart(rs []Result, d dimension, ack AckMode) (*chart, error) {
 // familyText describes what a family's runs have in common (d, zeroed, left out).
 func familyText(l Load, d dimension) string {
 	s := string(l.Ack)
-	if l.Ack == RequestReply && d.name != "window" {
+	if l.Ack.windowed() && d.name != "window" {
 		s += fmt.Sprintf(" %d in flight", l.Window)
 	}
 	if d.name != "body" {
@@ -292,12 +292,22 @@ func latencyCDF(rs []Result) (*chart, error) {
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = siLogTicks{}
 	p.Y.Min, p.Y.Max = 0, 1
+	for i := range rs {
+		r := &rs[i]
+		if chartable(r) && r.Run.Load.Ack == Batched && r.Latency.Encoded != "" && referenceLoad(r.Run.Load, false).Key() == best {
+			runs = append(runs, r)
+		}
+	}
 	for i, r := range runs {
 		pts, err := cdfPoints(r.Latency.Encoded)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", r.Run.ID, err)
 		}
-		if err := c.add(i, r.Run.Scenario, pts, false); err != nil {
+		label := r.Run.Scenario
+		if r.Run.Load.Ack == Batched {
+			label += " (batched acks)"
+		}
+		if err := c.add(i, label, pts, false); err != nil {
 			return nil, err
 		}
 	}

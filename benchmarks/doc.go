@@ -22,9 +22,10 @@
 //     directory, JetStream with a stream, a per-topic log writer) and reports its URL. Store
 //     targets make their topics' files first (the preload), outside the measurement.
 //  2. The parent starts the publisher child with the URL and the Load. It connects P
-//     publishers, starts the clock, publishes (fire-and-forget, or request/reply with a window
-//     of W per publisher, optionally rate-limited), and reports a Tally of what it sent, its
-//     replies and their latency histogram.
+//     publishers, starts the clock, publishes (fire-and-forget, request/reply with a window of W
+//     per publisher, or, to an engine, batched acks through engine/publisher with a window of W,
+//     optionally rate-limited), and reports a Tally of what it sent, its replies and their
+//     latency histogram.
 //  3. The parent tells the target how many messages were sent; the target waits until it holds
 //     them all (event-driven, with a stall timeout), stops cleanly (the engine drains and
 //     closes its store) and reports its counters and its CPU time over the measurement.
@@ -37,10 +38,11 @@
 // A self-loaded scenario (the disk ceiling) has no publisher child: its target makes its own
 // load in Await and reports it.
 //
-// Ratios are computed last, from the valid runs of the same invocation (computeRatios); the
-// report then checks the goals (CheckGoals) and draws the charts (WriteCharts). Presets
-// (presets.go) build the runs; a rough model (estimate.go) sizes the slow targets' runs and
-// tells how long an invocation takes.
+// Ratios are computed last, from the valid runs of the same invocation (computeRatios, which
+// pairs runs by Load.Key, a batched run with the fire-and-forget ceiling and JetStream's
+// request/reply of its load: referenceLoad); the report then checks the issues' goals
+// (CheckGoals) and draws the charts (WriteCharts). Presets (presets.go) build the runs; a rough
+// model (estimate.go) sizes the slow targets' runs and tells how long an invocation takes.
 //
 // # Extending
 //

@@ -19,7 +19,8 @@ func init() {
 			Name: "engine-" + m.String(),
 			Doc: fmt.Sprintf("engine.Serve (embedded nats-server, ingress, appender, group commit) on a temporary store, "+
 				"flush mode %s; the store is read back after it closed", m),
-			Modes:  []AckMode{FireAndForget, RequestReply},
+			// Batched: the engine is the only target that speaks batched acks.
+			Modes:  []AckMode{FireAndForget, RequestReply, Batched},
 			Engine: true,
 			New: func(cfg TargetConfig, log zerolog.Logger) (Target, error) {
 				return &engineTarget{cfg: cfg, log: log, mode: m}, nil
@@ -51,6 +52,13 @@ type EngineReport struct {
 	ReplyFailures int64 `json:"reply_failures"`
 	// FinalSyncs counts the syncs once the engine closed.
 	FinalSyncs int64 `json:"final_syncs"`
+	// Batched-ack counters (ingress.BatchedStats): the acks published, the sequences reported
+	// missing, resends found in the store and copies dropped at ingress. None of them makes a run
+	// invalid (a resend is answered, not stored twice: verification checks that).
+	BatchedAcks    int64 `json:"batched_acks,omitempty"`
+	BatchedMissing int64 `json:"batched_missing,omitempty"`
+	BatchedFound   int64 `json:"batched_found,omitempty"`
+	BatchedDropped int64 `json:"batched_dropped,omitempty"`
 }
 
 // engineReport is st less base: what the engine did over the measurement (the preload, which
@@ -66,6 +74,8 @@ func engineReport(st, base engine.Stats) EngineReport {
 	if in := st.Ingress; in != nil {
 		r.Received, r.Dropped, r.AcksSent = in.Received, in.Dropped, in.AcksSent
 		r.ErrorReplies, r.ReplyFailures = in.ErrorReplies, in.ReplyFailures
+		ba := in.Batched
+		r.BatchedAcks, r.BatchedMissing, r.BatchedFound, r.BatchedDropped = ba.AckMessages, ba.Missing, ba.LookupHits, ba.Dropped
 	}
 	return r
 }

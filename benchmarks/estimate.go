@@ -44,6 +44,10 @@ func expectedRate(scenario string, l Load) float64 {
 	default:
 		rate, bandwidth = 100e3, 200e6
 	}
+	if l.Ack == Batched {
+		// No reply per message: 1.1 to 1.2x request/reply (docs/BATCHED-ACKS.md).
+		rate *= 1.15
+	}
 	rate = min(rate, bandwidth/float64(max(l.BodySize, 128)))
 	if !ff {
 		// At most Publishers x Window in flight, each for at least the latency.

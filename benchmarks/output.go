@@ -52,6 +52,8 @@ var columns = []column{
 	{"sent", "", func(r *Result) string { return itoa(r.Sent) }},
 	{"found", "", func(r *Result) string { return itoa(r.Found) }},
 	{"acked", "", func(r *Result) string { return itoa(r.Acked) }},
+	{"ack_messages", "", func(r *Result) string { return itoa(r.AckMessages) }},
+	{"resent", "", func(r *Result) string { return itoa(r.Resent) }},
 	{"elapsed_s", "", func(r *Result) string { return fnum(r.Elapsed.Seconds(), 3) }},
 	{"msgs_per_s", "msgs/s", func(r *Result) string { return fnum(r.MsgsPerSec, 0) }},
 	{"mb_per_s", "MB/s", func(r *Result) string { return fnum(r.MBPerSec, 1) }},
@@ -229,7 +231,7 @@ func groupTitle(g string) string {
 
 func loadText(l Load) string {
 	s := fmt.Sprintf("%s %s p%d t%d", l.Ack, sizeText(l.BodySize), l.Publishers, l.Topics)
-	if l.Ack == RequestReply {
+	if l.Ack.windowed() {
 		s = fmt.Sprintf("%s w%d %s p%d t%d", l.Ack, l.Window, sizeText(l.BodySize), l.Publishers, l.Topics)
 	}
 	if l.Rate > 0 {

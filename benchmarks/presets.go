@@ -29,6 +29,9 @@ var (
 	SweepBodies     = []int{128, 1 << 10, 16 << 10}
 	SweepPublishers = []int{1, 4, 16}
 	SweepWindows    = []int{1, 64, 4096}
+	// BatchedBodies are the body sizes (issue 8's) at which the full preset's body sweep runs
+	// batched acks too; its base load always has them.
+	BatchedBodies = []int{128, 1 << 10}
 )
 
 // Presets lists the preset names.
@@ -58,20 +61,23 @@ var groupTitles = map[string]string{
 	"body":       "Body size",
 	"publishers": "Publishers",
 	"window":     "Messages in flight (request/reply window)",
-	"latency":    "Ack latency at half the engine-sync rate",
+	"latency":    "Ack latency at half the engine-sync rate (request/reply, batched acks)",
 }
 
 // Preset returns the runs of a named preset.
 //
 //   - quick (under two minutes): the disk ceiling; fire-and-forget and request/reply with 4096 in
 //     flight at the base load for the ceilings, the engine in both flush modes, kafka-style and
-//     JetStream (default and sync-always), a few seconds each.
+//     JetStream (default and sync-always), a few seconds each; and engine-sync with batched acks
+//     (window 4096), compared with the fire-and-forget ceiling and JetStream's request/reply.
 //   - issue3: the figures issue 3 asks for: fire-and-forget 128 B, engine async vs
 //     ceiling-subscriber; acked with 4096 in flight, 128 B, engine async and sync vs
 //     ceiling-responder; syncs per message under that load; and the sync engine's ack latency
 //     with the publishers limited to half the rate engine-sync just measured. So that the
 //     latency can be read against what NATS and the publishers alone cost at that rate,
-//     ceiling-responder runs at the same limited rate just before it.
+//     ceiling-responder runs at the same limited rate just before it. Then issue 8's: JetStream's
+//     request/reply (the async-acked reference), engine-sync with batched acks, and the same at
+//     half its rate for the ack latency.
 //   - full: the benchmarks issue's sweeps, one dimension at a time around the base load (see
 //     fullPreset).
 func Preset(name string, o PresetOptions) ([]Run, error) {
@@ -96,6 +102,7 @@ func Preset(name string, o PresetOptions) ([]Run, error) {
 		for _, sc := range []string{"kafka-style", "jetstream-default", "jetstream-syncalways"} {
 			p.rr(sc, p.base, 4096, 2*time.Second)
 		}
+		p.ba("engine-sync", p.base, 4096, 3*time.Second)
 	case "issue3":
 		p.ff("ceiling-subscriber", p.base, 3_000_000)
 		p.ff("engine-async", p.base, 3_000_000)
@@ -103,6 +110,9 @@ func Preset(name string, o PresetOptions) ([]Run, error) {
 		p.rr("engine-async", p.base, 4096, 10*time.Second)
 		peak := p.rr("engine-sync", p.base, 4096, 10*time.Second).ID
 		p.halfRate(peak, 10*time.Second)
+		p.rr("jetstream-default", p.base, 4096, 10*time.Second)
+		peak = p.ba("engine-sync", p.base, 4096, 10*time.Second).ID
+		p.halfRateBatched(peak, 10*time.Second)
 	case "full":
 		p.full()
 	default:
@@ -138,7 +148,14 @@ const (
 //   - body: 1 KiB and 16 KiB, both ack modes.
 //   - publishers: 1 and 16, both ack modes.
 //   - window: request/reply with 1 and 64 in flight per publisher.
-//   - latency: ceiling-responder and engine-sync at half the rate engine-sync/rr4096 reached.
+//   - latency: ceiling-responder and engine-sync at half the rate engine-sync/rr4096 reached,
+//     and engine-sync with batched acks at half the rate engine-sync/ba4096 reached.
+//
+// Batched acks (window 4096) run at the base load and, in the body sweep, at the other sizes of
+// BatchedBodies (128 B and 1 KiB), for engine-async and engine-sync only, the only targets that
+// answer them, right after the fire-and-forget and request/reply points of their load: their
+// references are those points' fire-and-forget ceiling and request/reply JetStream runs
+// (referenceLoad).
 func (p *presetBuilder) full() {
 	both := []AckMode{FireAndForget, RequestReply}
 	p.group = "disk"
@@ -147,6 +164,7 @@ func (p *presetBuilder) full() {
 	for _, a := range both {
 		p.point(withAck(p.base, a), topicTargets)
 	}
+	p.batchedPoint(p.base)
 	p.group = "topics"
 	for _, t := range SweepTopics {
 		for _, a := range both {
@@ -163,6 +181,10 @@ func (p *presetBuilder) full() {
 				l.BodySize = b
 				p.point(l, fullTargets)
 			}
+		}
+		if l := p.base; b != l.BodySize && slices.Contains(BatchedBodies, b) {
+			l.BodySize = b
+			p.batchedPoint(l)
 		}
 	}
 	p.group = "publishers"
@@ -183,6 +205,18 @@ func (p *presetBuilder) full() {
 	}
 	p.group = "latency"
 	p.halfRate("engine-sync/rr4096", fullRR)
+	p.halfRateBatched("engine-sync/ba4096", fullRR)
+}
+
+// batchedTargets are the targets of batched acks: the engine's.
+var batchedTargets = []string{"engine-async", "engine-sync"}
+
+// batchedPoint adds the batched-ack runs of a load (window 4096). Their references are the runs
+// of the load's other ack modes: the preset adds those points first.
+func (p *presetBuilder) batchedPoint(l Load) {
+	for _, sc := range batchedTargets {
+		p.ba(sc, l, 4096, fullRR)
+	}
 }
 
 type presetBuilder struct {
@@ -229,6 +263,25 @@ func (p *presetBuilder) rr(scenario string, l Load, w int, d time.Duration) *Run
 		ID: fmt.Sprintf("%s/rr%d%s", scenario, w, p.suffix(l)), Scenario: scenario, Load: l,
 		Target: TargetOptions{CommitLogSize: p.o.CommitLogSize, Cold: p.o.Cold},
 	})
+}
+
+// ba adds a batched-ack run of duration d with window w per publisher.
+func (p *presetBuilder) ba(scenario string, l Load, w int, d time.Duration) *Run {
+	l.Ack, l.Window = Batched, w
+	l.Duration = time.Duration(float64(d) * p.o.Scale)
+	return p.add(Run{
+		ID: fmt.Sprintf("%s/ba%d%s", scenario, w, p.suffix(l)), Scenario: scenario, Load: l,
+		Target: TargetOptions{CommitLogSize: p.o.CommitLogSize, Cold: p.o.Cold},
+	})
+}
+
+// halfRateBatched adds engine-sync with batched acks at half the rate of the run peak (a
+// batched run): its ack latency at half load. No ceiling answers batched acks; halfRate's
+// ceiling-responder shows what NATS and a reply per message cost at such a rate.
+func (p *presetBuilder) halfRateBatched(peak string, d time.Duration) {
+	half := p.ba("engine-sync", p.base, 4096, d)
+	half.ID += "@50%"
+	half.RateOf, half.RateFraction = peak, 0.5
 }
 
 // halfRate adds ceiling-responder and engine-sync at half the rate of the run peak.

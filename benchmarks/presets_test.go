@@ -19,10 +19,20 @@ func TestPresets(t *testing.T) {
 		}
 	}
 	runs, _ := Preset("issue3", PresetOptions{})
-	for i, sc := range []string{"ceiling-responder", "engine-sync"} {
-		r := runs[len(runs)-2+i]
-		if r.RateOf != "engine-sync/rr4096" || r.RateFraction != 0.5 || r.Scenario != sc {
-			t.Errorf("issue3's rate-limited runs: %+v", r)
+	byID := map[string]Run{}
+	for _, r := range runs {
+		byID[r.ID] = r
+	}
+	for id, want := range map[string]Run{
+		"ceiling-responder/rr4096@50%": {Scenario: "ceiling-responder", RateOf: "engine-sync/rr4096", RateFraction: 0.5},
+		"engine-sync/rr4096@50%":       {Scenario: "engine-sync", RateOf: "engine-sync/rr4096", RateFraction: 0.5},
+		"engine-sync/ba4096@50%":       {Scenario: "engine-sync", RateOf: "engine-sync/ba4096", RateFraction: 0.5},
+		"engine-sync/ba4096":           {Scenario: "engine-sync"},
+		"jetstream-default/rr4096":     {Scenario: "jetstream-default"},
+	} {
+		r, ok := byID[id]
+		if !ok || r.RateOf != want.RateOf || r.RateFraction != want.RateFraction || r.Scenario != want.Scenario {
+			t.Errorf("issue3's %s: %+v", id, r)
 		}
 	}
 	if _, err := Preset("nope", PresetOptions{}); err == nil {
@@ -43,10 +53,13 @@ func TestQuickPreset(t *testing.T) {
 	for _, id := range []string{"disk-ceiling/1MiB", "ceiling-subscriber/ff", "engine-async/ff", "engine-sync/ff",
 		"kafka-style/ff", "jetstream-default/ff", "jetstream-syncalways/ff", "ceiling-responder/rr4096",
 		"engine-async/rr4096", "engine-sync/rr4096", "kafka-style/rr4096", "jetstream-default/rr4096",
-		"jetstream-syncalways/rr4096"} {
+		"jetstream-syncalways/rr4096", "engine-sync/ba4096"} {
 		if !slices.Contains(have, id) {
 			t.Errorf("quick lacks %s (has %v)", id, have)
 		}
+	}
+	if r := runs[len(runs)-1]; r.Load.Key() != "ba/p4/b128/t16/w4096" || r.Load.Duration != 3*time.Second {
+		t.Errorf("quick's batched run: %+v", r)
 	}
 	if d := EstimateRuns(runs); d > 2*time.Minute {
 		t.Errorf("quick is estimated at %s", d)
@@ -67,8 +80,8 @@ func TestFullPreset(t *testing.T) {
 		points[r.Load.Key()] = append(points[r.Load.Key()], r.Scenario)
 	}
 	// 1 disk + base and topics (6 points x 2 acks x 7 runs) + body and publishers (2 x 2 x 2 x
-	// 6) + window (2 x 6) + 2 at half rate.
-	if want := 1 + 6*2*7 + 2*2*2*6 + 2*6 + 2; len(runs) != want {
+	// 6) + window (2 x 6) + batched (128 B and 1 KiB x 2 engines) + 3 at half rate.
+	if want := 1 + 6*2*7 + 2*2*2*6 + 2*6 + 2*2 + 3; len(runs) != want {
 		t.Errorf("%d runs, want %d", len(runs), want)
 	}
 	for _, tc := range []struct {
@@ -84,6 +97,8 @@ func TestFullPreset(t *testing.T) {
 		{"ceiling-subscriber/ff/p16", "publishers", Load{Publishers: 16, Topics: 16, BodySize: 128, Ack: FireAndForget}, "ceiling-subscriber"},
 		{"engine-sync/rr1", "window", Load{Publishers: 4, Topics: 16, BodySize: 128, Ack: RequestReply, Window: 1}, "engine-sync"},
 		{"jetstream-syncalways/rr64", "window", Load{Publishers: 4, Topics: 16, BodySize: 128, Ack: RequestReply, Window: 64}, "jetstream-syncalways"},
+		{"engine-sync/ba4096", "base", Load{Publishers: 4, Topics: 16, BodySize: 128, Ack: Batched, Window: 4096}, "engine-sync"},
+		{"engine-async/ba4096/b1KiB", "body", Load{Publishers: 4, Topics: 16, BodySize: 1024, Ack: Batched, Window: 4096}, "engine-async"},
 	} {
 		r, ok := byID[tc.id]
 		if !ok {
@@ -95,9 +110,26 @@ func TestFullPreset(t *testing.T) {
 				tc.group, tc.scenario, tc.load.Key())
 		}
 	}
-	// Every point has its ceiling and both JetStreams, and the engine in both modes.
+	// Every point has its ceiling and both JetStreams, and the engine in both modes. A batched
+	// point has the engine only; its references are at the points of its referenceLoads.
 	for key, scs := range points {
 		if slices.Contains(scs, "disk-ceiling") {
+			continue
+		}
+		if key[:2] == "ba" {
+			var l Load
+			for _, r := range runs {
+				if r.Load.Key() == key {
+					l = r.Load
+				}
+			}
+			if !slices.Equal(slices.Compact(slices.Sorted(slices.Values(scs))), batchedTargets) { // @50% too
+				t.Errorf("batched load %s has %v", key, scs)
+			}
+			if !slices.Contains(points[referenceLoad(l, true).Key()], "ceiling-subscriber") ||
+				!slices.Contains(points[referenceLoad(l, false).Key()], "jetstream-default") {
+				t.Errorf("batched load %s lacks its references", key)
+			}
 			continue
 		}
 		ceiling := "ceiling-subscriber"
@@ -118,7 +150,7 @@ func TestFullPreset(t *testing.T) {
 				t.Errorf("%s: %d messages, about %.0fs", r.ID, r.Load.Messages, secs)
 			}
 		}
-		if r.Load.Ack == RequestReply && r.Load.Duration != fullRR {
+		if r.Load.Ack.windowed() && r.Load.Duration != fullRR {
 			t.Errorf("%s: duration %s", r.ID, r.Load.Duration)
 		}
 	}

@@ -31,18 +31,26 @@ type PublishResult struct {
 	Sent      Tally `json:"sent"`
 	Published int64 `json:"published"`
 	// Acked and AckErrors count the replies (an error reply is a JSON {"error":...}); Missing
-	// is what never got a reply before the wait for replies stalled.
+	// is what never got a reply before the wait for replies stalled. In batched mode they count
+	// the futures: resolved with an ack, failed, and given up on when the wait stalled.
 	Acked     int64 `json:"acked"`
 	AckErrors int64 `json:"ack_errors"`
 	Missing   int64 `json:"missing"`
-	// WindowWaits counts the publishes that had to wait for a free slot in the window.
+	// Resent and AckMessages are the batched-ack publishers' resends and the acks they received
+	// (publisher.Stats; 0 in the other modes).
+	Resent      int64 `json:"resent,omitempty"`
+	AckMessages int64 `json:"ack_messages,omitempty"`
+	// WindowWaits counts the publishes that had to wait for a free slot in the window
+	// (request/reply: a batched-ack publisher waits inside Publish, uncounted).
 	WindowWaits int64 `json:"window_waits"`
 	// Start is when the publishers started (unix ns); Flushed when the last one's messages were
-	// all at the server; LastReply when the last reply came (request/reply).
+	// all at the server; LastReply when the last reply came (request/reply) or the last future
+	// resolved with an ack (batched).
 	Start     int64 `json:"start"`
 	Flushed   int64 `json:"flushed"`
 	LastReply int64 `json:"last_reply"`
-	// Latency is the encoded histogram of the ack latencies (µs), publish to reply.
+	// Latency is the encoded histogram of the ack latencies (µs), publish to reply (batched:
+	// first send to the future's ack).
 	Latency string `json:"latency"`
 	// Usage is the publisher process's CPU from the start to the end of publishing.
 	Usage Usage  `json:"usage"`
@@ -110,6 +118,8 @@ func Publish(ctx context.Context, cfg PublishConfig, log zerolog.Logger, progres
 		res.AckErrors += p.ackErrors.Load()
 		res.WindowWaits += p.windowWaits
 		res.Missing += p.missing
+		res.Resent += p.resent
+		res.AckMessages += p.ackMessages
 		res.Flushed = max(res.Flushed, p.flushed)
 		res.LastReply = max(res.LastReply, p.lastReply)
 		if p.repliesStopped {
@@ -146,7 +156,8 @@ func reportProgress(pubs []*publisher, fn func(published, acked int64), stop <-c
 }
 
 // publisher is one connection and the goroutine that publishes on it. In request/reply mode it
-// also has a reply subscription (its own inbox, one callback goroutine) and a window.
+// also has a reply subscription (its own inbox, one callback goroutine) and a window; in batched
+// mode, a publisher.Publisher on the connection (ba, batched.go).
 type publisher struct {
 	id    int
 	cfg   PublishConfig
@@ -175,6 +186,11 @@ type publisher struct {
 	repliesStopped bool
 	lastReply      int64
 	missing        int64
+
+	// Batched acks: the stream (it counts into acked and ackErrors, and sets hist, lastReply and
+	// missing when it finishes) and its publisher.Stats.
+	ba                  *batched
+	resent, ackMessages int64
 }
 
 // epoch is the origin of the publish times carried in reply subjects (monotonic clock).
@@ -194,6 +210,13 @@ func newPublisher(id int, cfg PublishConfig, subs []string, stall time.Duration)
 		nats.MaxReconnects(0))
 	if err != nil {
 		return nil, fmt.Errorf("publisher %d: connect to %s: %w", id, cfg.URL, err)
+	}
+	if l.Ack == Batched {
+		if p.ba, err = newBatched(p); err != nil {
+			p.nc.Close()
+			return nil, err
+		}
+		return p, nil
 	}
 	if l.Ack != RequestReply {
 		return p, nil
@@ -238,7 +261,7 @@ func (p *publisher) onReply(m *nats.Msg) {
 }
 
 // run publishes the publisher's share, then flushes, then (request/reply) waits for the
-// replies. Message i of publisher p goes to topic (i·P + p) mod T.
+// replies or (batched) for the futures. Message i of publisher p goes to topic (i·P + p) mod T.
 func (p *publisher) run(ctx context.Context, start, deadline time.Time) (err error) {
 	l := p.cfg.Load
 	var interval time.Duration
@@ -249,9 +272,15 @@ func (p *publisher) run(ctx context.Context, start, deadline time.Time) (err err
 	if p.id == 0 && p.cfg.Fault.PublisherSkip > 0 {
 		skip = p.cfg.Fault.PublisherSkip - 1
 	}
-	rr := l.Ack == RequestReply
+	rr, ba := l.Ack == RequestReply, p.ba
 	if rr {
 		defer func() { err = errors.Join(err, p.stopReplies()) }()
+	}
+	if ba != nil {
+		var unwatch func()
+		ctx, unwatch = ba.watch(ctx)
+		defer unwatch()
+		defer func() { _ = ba.close(true) }() // after an error: stop its goroutines
 	}
 	msg := &nats.Msg{Data: p.body}
 	var replyBuf []byte
@@ -267,11 +296,23 @@ func (p *publisher) run(ctx context.Context, start, deadline time.Time) (err err
 		if (interval > 0 || i&255 == 0) && stop(ctx, deadline) {
 			break
 		}
-		setSeq(p.body, seqOf(p.id, i))
+		body := p.body
+		if ba != nil {
+			body = ba.body()
+		}
+		setSeq(body, seqOf(p.id, i))
 		msg.Subject = p.subs[topic%int64(len(p.subs))]
 		topic += int64(l.Publishers)
 		if i == skip {
-			p.sent.Add(p.body) // claimed, never sent: the loss verification must find
+			p.sent.Add(body) // claimed, never sent: the loss verification must find
+			continue
+		}
+		if ba != nil {
+			if err := ba.publish(ctx, msg.Subject, body); err != nil {
+				return fmt.Errorf("publisher %d: publish: %w", p.id, err)
+			}
+			p.sent.Add(body)
+			p.published.Add(1)
 			continue
 		}
 		if rr {
@@ -293,6 +334,9 @@ func (p *publisher) run(ctx context.Context, start, deadline time.Time) (err err
 		return fmt.Errorf("publisher %d: flush: %w", p.id, err)
 	}
 	p.flushed = time.Now().UnixNano()
+	if ba != nil {
+		return ba.finish(ctx)
+	}
 	if !rr {
 		return nil
 	}

@@ -16,12 +16,17 @@ type Result struct {
 	Problems []string `json:"problems,omitempty"`
 
 	// Sent is what the publishers sent; Found is what verification found (the store read back,
-	// or what the ceiling received); Acked counts successful replies (request/reply).
+	// or what the ceiling received); Acked counts successful replies (request/reply) or futures
+	// resolved with an ack (batched).
 	Sent  int64 `json:"sent"`
 	Found int64 `json:"found"`
 	Acked int64 `json:"acked"`
+	// Resent and AckMessages are, in batched mode, the publishers' resends and the acks they
+	// received (AckMessages / Sent is the acks per message the protocol is about).
+	Resent      int64 `json:"resent,omitempty"`
+	AckMessages int64 `json:"ack_messages,omitempty"`
 	// Elapsed runs from the publishers' start to the moment the target held every message
-	// (fire-and-forget) or the last reply came (request/reply).
+	// (fire-and-forget) or the last reply came (request/reply; batched: the last ack).
 	Elapsed time.Duration `json:"elapsed"`
 	// MsgsPerSec and MBPerSec (body bytes, 10^6) are Sent over Elapsed. PublishPerSec is how fast
 	// the publishers pushed (to their last flush): above MsgsPerSec, the target fell behind.
@@ -29,17 +34,20 @@ type Result struct {
 	MBPerSec      float64 `json:"mb_per_sec"`
 	PublishPerSec float64 `json:"publish_per_sec"`
 	// Ceiling is the run this one's rate is compared with, Ratio = MsgsPerSec / its MsgsPerSec
-	// (0 when there is none: a rate-limited run, no valid ceiling of the same load).
+	// (0 when there is none: a rate-limited run, no valid ceiling of the same load). A batched
+	// run's ceiling is fire-and-forget's (see referenceLoad).
 	Ceiling string  `json:"ceiling,omitempty"`
 	Ratio   float64 `json:"ratio,omitempty"`
 	// JetStream and JetStreamSync are the jetstream-default and jetstream-syncalways runs of the
-	// same load, with the ratios of this run's rate to theirs (0: none, as for Ratio).
+	// same load, with the ratios of this run's rate to theirs (0: none, as for Ratio). A batched
+	// run's are the request/reply runs of its window (see referenceLoad).
 	JetStream     string  `json:"jetstream,omitempty"`
 	RatioJS       float64 `json:"ratio_js,omitempty"`
 	JetStreamSync string  `json:"jetstream_sync,omitempty"`
 	RatioJSSync   float64 `json:"ratio_js_sync,omitempty"`
 
-	// Latency of the replies, publish to reply (request/reply).
+	// Latency of the replies, publish to reply (request/reply), or of the futures, first send to
+	// ack (batched).
 	Latency Latency `json:"latency"`
 	// WindowWaits counts publishes that waited for a free slot in the window.
 	WindowWaits int64 `json:"window_waits"`
@@ -104,10 +112,30 @@ func (r *Result) isReference(ref string) bool {
 	return ok && sc.Reference == ref
 }
 
+// referenceLoad is the load of l's references: for the ceiling (ceiling true) or for JetStream.
+// It is l itself, but for batched acks, which neither a ceiling nor JetStream answers. A batched
+// run is compared with what issue 8 measures batched acks against, of the same publishers,
+// bodies and topics: the fire-and-forget ceiling (NATS carrying messages nobody answers, which
+// is what removing the per-message replies aims at), and JetStream under request/reply with the
+// same window (its async-acked publishing: jetstream-default is "vs JS", jetstream-syncalways
+// "vs JS sync").
+func referenceLoad(l Load, ceiling bool) Load {
+	if l.Ack != Batched {
+		return l
+	}
+	if ceiling {
+		l.Ack, l.Window = FireAndForget, 0
+	} else {
+		l.Ack = RequestReply
+	}
+	return l
+}
+
 // computeRatios sets the ratios of every valid run that is not rate-limited: to its ceiling
 // (Ceiling, Ratio) and to JetStream (JetStream, RatioJS; JetStreamSync, RatioJSSync). Each
 // reference is the last valid run before it in the invocation (or, failing that, the first
-// after it) whose scenario is that reference and whose load has the same Key.
+// after it) whose scenario is that reference and whose load has the Key of the run's
+// referenceLoad: the same load, but for batched runs.
 func computeRatios(rs []Result) {
 	for i := range rs {
 		r := &rs[i]
@@ -116,27 +144,28 @@ func computeRatios(rs []Result) {
 		if !r.Valid || r.Run.Load.Rate > 0 || r.MsgsPerSec <= 0 {
 			continue
 		}
-		if c := findReference(rs, i, (*Result).isCeiling); c >= 0 {
+		if c := findReference(rs, i, true, (*Result).isCeiling); c >= 0 {
 			r.Ceiling = rs[c].Run.ID
 			r.Ratio = r.MsgsPerSec / rs[c].MsgsPerSec
 		}
-		if c := findReference(rs, i, func(c *Result) bool { return c.isReference(RefJetStream) }); c >= 0 {
+		if c := findReference(rs, i, false, func(c *Result) bool { return c.isReference(RefJetStream) }); c >= 0 {
 			r.JetStream = rs[c].Run.ID
 			r.RatioJS = r.MsgsPerSec / rs[c].MsgsPerSec
 		}
-		if c := findReference(rs, i, func(c *Result) bool { return c.isReference(RefJetStreamSync) }); c >= 0 {
+		if c := findReference(rs, i, false, func(c *Result) bool { return c.isReference(RefJetStreamSync) }); c >= 0 {
 			r.JetStreamSync = rs[c].Run.ID
 			r.RatioJSSync = r.MsgsPerSec / rs[c].MsgsPerSec
 		}
 	}
 }
 
-// findReference finds the reference of run i among the runs that is() says are references.
-func findReference(rs []Result, i int, is func(*Result) bool) int {
-	key := rs[i].Run.Load.Key()
+// findReference finds the reference of run i among the runs that is() says are references, of
+// the load referenceLoad(ceiling) gives (its Key includes the ack mode).
+func findReference(rs []Result, i int, ceiling bool, is func(*Result) bool) int {
+	key := referenceLoad(rs[i].Run.Load, ceiling).Key()
 	match := func(j int) bool {
 		c := &rs[j]
-		return c.Valid && is(c) && c.Run.Load.Ack == rs[i].Run.Load.Ack && c.Run.Load.Key() == key && c.MsgsPerSec > 0
+		return c.Valid && is(c) && c.Run.Load.Key() == key && c.MsgsPerSec > 0
 	}
 	for j := i; j >= 0; j-- {
 		if match(j) {

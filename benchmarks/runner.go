@@ -209,7 +209,7 @@ func (r *Runner) publish(ctx context.Context, run Run, url, label string) (Publi
 	}
 	start := time.Now()
 	l, err := pub.next(ctx, func(p progressLine) {
-		if run.Load.Ack == RequestReply {
+		if run.Load.Ack.windowed() {
 			r.status("%s: %s published, %s acked, %.0fs", label, count(p.Published), count(p.Acked), time.Since(start).Seconds())
 		} else {
 			r.status("%s: %s published, %.0fs", label, count(p.Published), time.Since(start).Seconds())
@@ -234,10 +234,15 @@ func (r *Runner) publish(ctx context.Context, run Run, url, label string) (Publi
 func (r *Runner) figures(res *Result, pres *PublishResult, tres *TargetResult) {
 	l := res.Run.Load
 	res.Sent, res.Acked, res.WindowWaits = pres.Sent.Count, pres.Acked, pres.WindowWaits
-	if l.Ack == RequestReply {
+	res.Resent, res.AckMessages = pres.Resent, pres.AckMessages
+	if l.Ack.windowed() {
+		failed := "error replies"
+		if l.Ack == Batched {
+			failed = "failed futures"
+		}
 		if pres.Acked != pres.Sent.Count || pres.AckErrors > 0 {
-			res.invalid("%d of %d messages acked, %d error replies, %d never answered",
-				pres.Acked, pres.Sent.Count, pres.AckErrors, pres.Missing)
+			res.invalid("%d of %d messages acked, %d %s, %d never answered",
+				pres.Acked, pres.Sent.Count, pres.AckErrors, failed, pres.Missing)
 		}
 		var err error
 		if res.Latency, err = summarize(pres.Latency); err != nil {

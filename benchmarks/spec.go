@@ -17,6 +17,12 @@ const (
 	// RequestReply publishes with a reply subject and waits for one reply per message, with at
 	// most Load.Window messages outstanding per publisher; the run ends with the last reply.
 	RequestReply AckMode = "rr"
+	// Batched publishes through the engine's own publisher (engine/publisher): every publisher
+	// is one stream whose messages the engine acknowledges cumulatively, once per round, with
+	// Load.Window as the publisher's window; the run ends with the last ack. Only the engine
+	// answers it (docs/BATCHED-ACKS.md), so a batched run is compared with the references of
+	// other ack modes (see referenceLoad).
+	Batched AckMode = "ba"
 )
 
 // Load is what the publisher process sends. Runs compared with each other (a target and its
@@ -33,7 +39,8 @@ type Load struct {
 	// Duration bounds the time the publishers publish (0: no bound). At least one of Messages
 	// and Duration must be set; the first reached ends publishing.
 	Duration time.Duration `json:"duration"`
-	// Ack is the ack mode; Window the outstanding messages per publisher in RequestReply mode.
+	// Ack is the ack mode; Window the outstanding messages per publisher in RequestReply mode,
+	// the publisher's window (publisher.Options.Window) in Batched mode.
 	Ack    AckMode `json:"ack"`
 	Window int     `json:"window"`
 	// Rate limits the publishers to this many messages per second in all (0: as fast as they
@@ -41,10 +48,27 @@ type Load struct {
 	Rate float64 `json:"rate"`
 }
 
+// windowed says whether the mode bounds the messages in flight by Load.Window: every mode in
+// which the publisher waits for acks.
+func (m AckMode) windowed() bool { return m == RequestReply || m == Batched }
+
+// modeName names an ack mode in messages.
+func modeName(m AckMode) string {
+	switch m {
+	case FireAndForget:
+		return "fire-and-forget"
+	case RequestReply:
+		return "request/reply"
+	case Batched:
+		return "batched acks"
+	}
+	return string(m)
+}
+
 // Key identifies loads that may be compared: the same shape, with no rate limit.
 func (l Load) Key() string {
 	k := fmt.Sprintf("%s/p%d/b%d/t%d", l.Ack, l.Publishers, l.BodySize, l.Topics)
-	if l.Ack == RequestReply {
+	if l.Ack.windowed() {
 		k += fmt.Sprintf("/w%d", l.Window)
 	}
 	if l.Rate > 0 {
@@ -73,12 +97,12 @@ func (l Load) Validate() error {
 	}
 	switch l.Ack {
 	case FireAndForget:
-	case RequestReply:
+	case RequestReply, Batched:
 		if l.Window < 1 {
-			errs = append(errs, fmt.Errorf("window %d: request/reply needs at least 1", l.Window))
+			errs = append(errs, fmt.Errorf("window %d: %s needs at least 1", l.Window, modeName(l.Ack)))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("ack mode %q: want %q or %q", l.Ack, FireAndForget, RequestReply))
+		errs = append(errs, fmt.Errorf("ack mode %q: want %q, %q or %q", l.Ack, FireAndForget, RequestReply, Batched))
 	}
 	if l.Rate < 0 {
 		errs = append(errs, fmt.Errorf("rate %g", l.Rate))
