@@ -255,23 +255,26 @@ func (p *presetBuilder) ff(scenario string, l Load, n int64) *Run {
 	})
 }
 
-// rr adds a request/reply run of duration d with window w per publisher.
+// rr adds a request/reply run of duration d with window w per publisher. The window bounds
+// what can be pending at the target, so its client buffers without limit: with nats.go's
+// default 64 MiB, 4 publishers x 4096 x 16 KiB in flight would have a target that falls
+// behind drop messages (a slow consumer), which then never get a reply.
 func (p *presetBuilder) rr(scenario string, l Load, w int, d time.Duration) *Run {
 	l.Ack, l.Window = RequestReply, w
 	l.Duration = time.Duration(float64(d) * p.o.Scale)
 	return p.add(Run{
 		ID: fmt.Sprintf("%s/rr%d%s", scenario, w, p.suffix(l)), Scenario: scenario, Load: l,
-		Target: TargetOptions{CommitLogSize: p.o.CommitLogSize, Cold: p.o.Cold},
+		Target: TargetOptions{CommitLogSize: p.o.CommitLogSize, PendingMsgs: -1, PendingBytes: -1, Cold: p.o.Cold},
 	})
 }
 
-// ba adds a batched-ack run of duration d with window w per publisher.
+// ba adds a batched-ack run of duration d with window w per publisher (pending limits as rr).
 func (p *presetBuilder) ba(scenario string, l Load, w int, d time.Duration) *Run {
 	l.Ack, l.Window = Batched, w
 	l.Duration = time.Duration(float64(d) * p.o.Scale)
 	return p.add(Run{
 		ID: fmt.Sprintf("%s/ba%d%s", scenario, w, p.suffix(l)), Scenario: scenario, Load: l,
-		Target: TargetOptions{CommitLogSize: p.o.CommitLogSize, Cold: p.o.Cold},
+		Target: TargetOptions{CommitLogSize: p.o.CommitLogSize, PendingMsgs: -1, PendingBytes: -1, Cold: p.o.Cold},
 	})
 }
 

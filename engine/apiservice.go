@@ -259,8 +259,8 @@ func (s *apiService) reply(subject string, out []byte, err error) {
 	}
 }
 
-// logRefused logs a request answered with an error: one debug line per request (nothing but a
-// level check when debug is off), a warning for an internal error (500), which is a bug or a
+// logRefused logs a request answered with an error: one debug line per request (only a level
+// check when the logger is above debug; see LevelWriter), a warning for an internal error (500), which is a bug or a
 // damaged store rather than a client's mistake. The counters are micro's (NumErrors per
 // endpoint, `nats micro stats rocketstore`).
 func (s *apiService) logRefused(subject string, code int, err error) {

@@ -10,9 +10,12 @@ import (
 	"github.com/rocketstore/engine/engine"
 )
 
-// newLogger logs JSON to stderr, or human-readable lines when stderr is a terminal (or asked).
-// The level is the returned writer's, so that it can change while running (SIGHUP): the logger
-// itself passes every level to it.
+// newLogger logs JSON to stderr, or human-readable lines when stderr is a terminal (or asked),
+// at the given level. It writes through the returned LevelWriter, so that `engine run` can make
+// its level change while running (SIGHUP): run raises the logger's own level to trace and lets
+// the writer decide (dynamicLogger). Every other command keeps the fixed level, so that what
+// it does not log costs nothing but a level check: in particular an embedded nats-server
+// traces only when the logger is at trace level.
 func newLogger(level, format string) (zerolog.Logger, *engine.LevelWriter) {
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil {
@@ -23,8 +26,13 @@ func newLogger(level, format string) (zerolog.Logger, *engine.LevelWriter) {
 		out = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly}
 	}
 	levels := engine.NewLevelWriter(out, lvl)
-	return zerolog.New(levels).Level(zerolog.TraceLevel).With().Timestamp().Logger(), levels
+	return zerolog.New(levels).Level(lvl).With().Timestamp().Logger(), levels
 }
+
+// dynamicLogger is log with its level left to levels, the writer it logs through (newLogger):
+// events below the writer's level are built and dropped there, so it is used only where the
+// level must change while running.
+func dynamicLogger(log zerolog.Logger) zerolog.Logger { return log.Level(zerolog.TraceLevel) }
 
 // isTerminal is the nats-server way of telling a terminal without a dependency.
 func isTerminal(f *os.File) bool {

@@ -124,6 +124,7 @@ func (r *runCmd) Run(log zerolog.Logger, levels *engine.LevelWriter) error {
 		r.printConfig(os.Stdout)
 		return nil
 	}
+	log = dynamicLogger(log)
 	opts, nopts := r.options(log)
 	nopts.LogLevels = levels
 	if r.file != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine"
 )
@@ -104,4 +105,17 @@ func strs(v any) []string {
 		out = append(out, str)
 	}
 	return out
+}
+
+// TestLoggerLevels: a command's logger has the level asked for, so that what it does not log
+// costs only a level check (an embedded nats-server traces only at trace level); `engine run`'s
+// is left to its LevelWriter, whose level SIGHUP changes.
+func TestLoggerLevels(t *testing.T) {
+	log, levels := newLogger("warn", "json")
+	if log.GetLevel() != zerolog.WarnLevel || levels.Level() != zerolog.WarnLevel {
+		t.Fatalf("logger at %v, writer at %v; want warn", log.GetLevel(), levels.Level())
+	}
+	if dyn := dynamicLogger(log); dyn.GetLevel() != zerolog.TraceLevel {
+		t.Fatalf("run's logger at %v, want trace (the writer filters)", dyn.GetLevel())
+	}
 }

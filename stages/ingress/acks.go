@@ -94,8 +94,8 @@ func (in *Ingress) reject(m *nats.Msg, err error) {
 }
 
 // noteReject counts and logs a message ingress refused, and returns its code: one debug line
-// per reject (nothing but a level check when debug is off) and a warning at most once per
-// LogInterval.
+// per reject (only a level check when the logger is above debug; see engine.LevelWriter) and a
+// warning at most once per LogInterval.
 func (in *Ingress) noteReject(subject string, err error) int {
 	code := ReplyCode(err)
 	in.counters.rejected[codeIndex(code)].Add(1)
