@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages"
@@ -29,6 +31,14 @@ type Dispatcher struct {
 	// MaxStep bounds the bytes dispatched before Dispatched advances, so that waiters (the
 	// appender's back-pressure, long polls) are released steadily under a large backlog.
 	MaxStep int64
+	// NoSpace, when set, makes a full disk a pause rather than the end: when building fails with
+	// ENOSPC (a ConsumeQueue or IndexFile cannot grow), NoSpace is told the error, the record is
+	// tried again every RetryNoSpace (DefaultRetryNoSpace when 0) until it goes in or ctx ends,
+	// and NoSpace(nil) is called once it went in. The record is safe in the CommitLog meanwhile,
+	// and space can come back (retention, an operator); re-applying a record is harmless, as the
+	// Builder skips what is built already. Without NoSpace, ENOSPC ends Run like any error.
+	NoSpace      func(err error)
+	RetryNoSpace time.Duration
 
 	lastStoreTS atomic.Int64
 	indexFilled atomic.Int64
@@ -47,6 +57,7 @@ func (d *Dispatcher) Run(ctx context.Context) (err error) {
 	defer func() { d.Dispatched.Fail(cmp.Or(err, stages.ErrClosed)) }()
 	step := cmp.Or(d.MaxStep, 4<<20)
 	chk := commitlog.Check{NoBodyCRC: true, NoPropCRC: true}
+	stalled := false
 	for {
 		from := d.Dispatched.Load()
 		werr := d.Limit.Wait(ctx, from+1)
@@ -64,13 +75,44 @@ func (d *Dispatcher) Run(ctx context.Context) (err error) {
 			}
 			return d.Builder.Apply(phys, v)
 		})
-		if err != nil && err != errStep {
-			return err
+		// A full disk with room in the CommitLog is a pause (see NoSpace); stopping (Limit
+		// closed) is not the time to wait for space: the next start dispatches the rest.
+		retry := err != nil && err != errStep && d.NoSpace != nil && errors.Is(err, syscall.ENOSPC) &&
+			d.Limit.Err() == nil
+		if err != nil && err != errStep && !retry {
+			return err // nothing of a failed round counts
 		}
 		if end > from {
+			if stalled { // before Advance, so that a waiter it wakes finds writes taken again
+				stalled = false
+				d.NoSpace(nil)
+			}
 			d.lastStoreTS.Store(d.Builder.LastStoreTimestamp)
 			d.indexFilled.Store(d.Builder.IndexFilled)
 			d.Dispatched.Advance(end)
 		}
+		if retry {
+			stalled = true
+			d.NoSpace(err)
+			if err := pause(ctx, cmp.Or(d.RetryNoSpace, DefaultRetryNoSpace)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// DefaultRetryNoSpace is how often dispatch tries again a record it could not build for want
+// of disk space.
+const DefaultRetryNoSpace = 200 * time.Millisecond
+
+// pause waits d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/consumequeue"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/meta"
+	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -60,6 +61,7 @@ type Engine struct {
 	offsets *reader.ConsumerOffsets
 
 	retention *retention // retention.go: deletes old files, refuses writes on a full disk
+	noSpace   noSpace    // nospace.go: refuses writes while dispatch waits for disk space
 
 	syncMetrics *syncMetrics // metrics.go: sync latency and size histograms, fed by OnSync
 
@@ -115,6 +117,11 @@ func Open(opts Options) (_ *Engine, err error) {
 		return nil, err
 	} else if len(skipped) > 0 {
 		opts.Logger.Warn().Strs("entries", skipped).Msg("ignored entries in the consumequeue directory")
+	}
+	if n, bound := e.cq.Len(), e.cq.MaxMapped(); bound >= 0 && n > bound {
+		opts.Logger.Warn().Int("queues", n).Int("max_mapped", bound).Int("vm_max_map_count", vfs.MaxMapCount()).
+			Msg("more ConsumeQueues than can stay mapped: a load that uses them all maps and unmaps them as it goes, " +
+				"which is slow; raise vm.max_map_count (sysctl) above the number of queues + 16384")
 	}
 	if !opts.NoIndex {
 		if e.index, err = indexfile.Open(indexfile.Options{
@@ -186,7 +193,9 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		e.flusher.Mode = flushers.Async
 		limit, level = e.written, e.written
 	}
-	e.dispatcher = &dispatch.Dispatcher{Log: e.log, Builder: e.builder, Limit: limit, Dispatched: e.dispatched}
+	e.noSpace.log = o.Logger.With().Str("stage", "dispatch").Logger()
+	e.dispatcher = &dispatch.Dispatcher{Log: e.log, Builder: e.builder, Limit: limit, Dispatched: e.dispatched,
+		NoSpace: e.noSpace.set}
 	dedupeMax := o.DedupeMax
 	if dedupeMax < 0 {
 		dedupeMax = 0
@@ -195,7 +204,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		Log: e.log, In: e.in, Out: acks, Written: e.written, Dispatched: e.dispatched,
 		MaxLag: o.MaxDispatchLag, MaxBatch: o.MaxAppendBatch, NextOffsets: next,
 		DedupeWindow: o.DedupeWindow, DedupeMax: dedupeMax, Kick: kick, Now: o.Now,
-		Gate: e.retention.gate,
+		Gate: e.gate,
 	})
 	e.retention.checkDisk(o.Now()) // before the first batch: a full disk refuses from the start
 	alloc := &appender.Allocator{Prepare: e.log.PrepareNext, Kick: kick, Log: o.Logger.With().Str("stage", "allocate").Logger()}

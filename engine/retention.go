@@ -478,7 +478,7 @@ func (e *Engine) Ready() error {
 	if closed {
 		return ErrClosed
 	}
-	return e.retention.gate()
+	return e.gate()
 }
 
 // retentionStats fills the disk and retention fields of st.
@@ -488,7 +488,7 @@ func (e *Engine) retentionStats(st *Stats) {
 	if st.DiskUsedRatio < 0 {
 		st.DiskUsedRatio = -1
 	}
-	st.RefusingWrites = r.refusal.Load() != nil
+	st.RefusingWrites = r.refusal.Load() != nil || e.noSpace.refusal() != nil
 	st.MinOffset = e.log.MinOffset()
 	st.SegmentsDeleted = r.segments.Load()
 	st.BytesDeleted = r.bytes.Load()

@@ -20,7 +20,9 @@ type Stats struct {
 	SyncsPerRecord float64
 	// Disk and retention: DiskUsedRatio is the store file system's used fraction at the last
 	// check, rounded up to whole percent as RocketMQ does (-1: unknown); RefusingWrites is set
-	// while it is above DiskWarningRatio (writes fail with a *DiskFullError, Ready is not nil).
+	// while it is above DiskWarningRatio (writes fail with a *DiskFullError, Ready is not nil),
+	// and while dispatch waits for space to grow a ConsumeQueue or the index (writes fail with
+	// ENOSPC).
 	// MinOffset is the CommitLog's first offset. SegmentsDeleted and BytesDeleted count the
 	// CommitLog segments retention deleted, ConsumeQueueFilesDeleted and IndexFilesDeleted the
 	// derived files that went with them.

@@ -48,7 +48,7 @@ func TestManyQueuesDiskUsage(t *testing.T) {
 	}
 	const perTopic = 4
 	root := t.TempDir()
-	s, err := Open(Options{FS: vfs.Default, Root: root}) // defaults: 300,000 units per file, 1024-unit steps, 4096 mapped
+	s, err := Open(Options{FS: vfs.Default, Root: root}) // defaults: 300,000 units per file, 1024-unit steps, DefaultMaxMapped()
 	noErr(t, err)
 	start := time.Now()
 	for i := range topics {
@@ -77,8 +77,8 @@ func TestManyQueuesDiskUsage(t *testing.T) {
 	if limit := n * 64 << 10; used >= limit {
 		t.Fatalf("%d bytes allocated for %d queues, want < %d", used, n, limit)
 	}
-	if mapped > DefaultMaxMapped {
-		t.Fatalf("%d queues still mapped, bound %d", mapped, DefaultMaxMapped)
+	if mapped > DefaultMaxMapped() {
+		t.Fatalf("%d queues still mapped, bound %d", mapped, DefaultMaxMapped())
 	}
 
 	// Loading them back maps nothing until they are used.
@@ -99,7 +99,7 @@ func TestManyQueuesDiskUsage(t *testing.T) {
 	maxPhys, err := s.RecoverAll()
 	noErr(t, err)
 	t.Logf("RecoverAll over %d queues: %v, %d mapped after", n, time.Since(start), s.MappedQueues())
-	if maxPhys != (n-1)*200+200 || s.MappedQueues() > DefaultMaxMapped {
+	if maxPhys != (n-1)*200+200 || s.MappedQueues() > DefaultMaxMapped() {
 		t.Fatalf("max physical offset %d, %d mapped", maxPhys, s.MappedQueues())
 	}
 }

@@ -15,10 +15,21 @@ const (
 	// DefaultReserveUnits is the disk reservation step: 1024 units, 20,480 bytes. A queue that
 	// holds one message costs one step of disk, not a whole 6 MB file.
 	DefaultReserveUnits = 1024
-	// DefaultMaxMapped is how many queues may stay mapped at once before idle, flushed ones
-	// are unmapped (see Options.MaxMapped).
-	DefaultMaxMapped = 4096
+	// MinMaxMapped is the least number of queues that may stay mapped at once before idle,
+	// flushed ones are unmapped (see Options.MaxMapped and DefaultMaxMapped).
+	MinMaxMapped = 4096
+	// mapHeadroom are the mappings left to everything but the ConsumeQueues: CommitLog
+	// segments and IndexFiles (all mapped), the Go runtime, an embedded nats-server.
+	mapHeadroom = 16384
 )
+
+// DefaultMaxMapped is the bound on mapped queues when Options.MaxMapped is 0: the process's
+// mapping limit (vfs.MaxMapCount) less a headroom for the other mappings, and at least
+// MinMaxMapped. With Linux's default limit (65,530) that is 49,146, so that 10,000 topics of 4
+// queues all stay mapped: a bound below the queues in use makes every message of a round-robin
+// load unmap one queue (msync, munmap) and map another (open, mmap), which measured 150 µs a
+// message with a bound of 4,096 and 40,000 queues.
+func DefaultMaxMapped() int { return max(MinMaxMapped, vfs.MaxMapCount()-mapHeadroom) }
 
 // Options configure a Store and every ConsumeQueue in it.
 type Options struct {
@@ -32,10 +43,10 @@ type Options struct {
 	// ReserveUnits is the step, in units, in which disk blocks are reserved as a file fills
 	// (DefaultReserveUnits when 0; negative reserves whole files at creation, as RocketMQ).
 	ReserveUnits int
-	// MaxMapped bounds the queues whose files are mapped at the same time (DefaultMaxMapped when
-	// 0; negative means no bound). Each mapped queue holds one mapping and one open descriptor
-	// per file, and Linux allows 65,530 mappings (vm.max_map_count) and often far fewer
-	// descriptors. Past the bound, queues that are fully flushed and not used since the last
+	// MaxMapped bounds the queues whose files are mapped at the same time (DefaultMaxMapped()
+	// when 0; negative means no bound). Each mapped queue holds one mapping per file (its
+	// descriptor is closed once mapped), and Linux allows 65,530 mappings by default
+	// (vm.max_map_count; raise it for more queues). Past the bound, queues that are fully flushed and not used since the last
 	// sweep are unmapped and mapped again on their next use. The bound is soft: queues with
 	// unflushed data are never unmapped, so it can be exceeded until the next flush.
 	MaxMapped int
@@ -82,7 +93,7 @@ func (o Options) config() (*config, error) {
 	}
 	c.reserveStep = min(c.reserveStep, c.fileSize)
 	if c.maxMapped == 0 {
-		c.maxMapped = DefaultMaxMapped
+		c.maxMapped = DefaultMaxMapped()
 	}
 	if c.readOnly {
 		c.fs = readOnlyFS{FS: c.fs, fileSize: c.fileSize}

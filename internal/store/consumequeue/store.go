@@ -147,6 +147,9 @@ func (s *Store) FindOrCreate(topic string, queueID int32) (*ConsumeQueue, error)
 	return cq, nil
 }
 
+// MaxMapped is the bound on mapped queues in force (negative: none); see Options.MaxMapped.
+func (s *Store) MaxMapped() int { return s.cfg.maxMapped }
+
 // Queues returns every queue, sorted by topic and queue id.
 func (s *Store) Queues() []*ConsumeQueue {
 	s.mu.RLock()
