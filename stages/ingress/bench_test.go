@@ -127,6 +127,7 @@ func BenchmarkPipeline(b *testing.B) {
 	if err := <-runErr; err != nil {
 		b.Fatal(err)
 	}
+	close(out) // its owner closes Out once ingress has returned (ingress never does)
 	<-consumed
 	if s := in.Stats(); s.Dropped != 0 {
 		b.Fatalf("dropped %d", s.Dropped)
