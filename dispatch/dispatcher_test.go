@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -568,4 +569,63 @@ func BenchmarkDispatch(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// noSpaceReader makes fn fail with ENOSPC at the record at phys at, the first failures times.
+type noSpaceReader struct {
+	Reader
+	at       int64
+	failures int
+}
+
+func (r *noSpaceReader) Each(from, limit int64, chk commitlog.Check, fn func(int64, commitlog.View) error) (int64, error) {
+	return r.Reader.Each(from, limit, chk, func(phys int64, v commitlog.View) error {
+		if phys == r.at && r.failures > 0 {
+			r.failures--
+			return fmt.Errorf("consumequeue: reserve: %w", syscall.ENOSPC)
+		}
+		return fn(phys, v)
+	})
+}
+
+// TestDispatchPausesOnNoSpace: with NoSpace set, ENOSPC is a pause: what came before the record
+// counts, NoSpace hears of the stall once per try and of the end once, the record goes in once
+// space is back, and everything is built. When the limit is closed (stopping), ENOSPC ends Run.
+func TestDispatchPausesOnNoSpace(t *testing.T) {
+	s := newMemStore(t)
+	s.fill(6)
+	at := s.recs[3].phys
+	var calls []error
+	r := &noSpaceReader{Reader: s.log, at: at, failures: 2}
+	d := &Dispatcher{Log: r, Builder: NewBuilder(s.cq, s.index, nil),
+		Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0),
+		NoSpace: func(err error) { calls = append(calls, err) }, RetryNoSpace: time.Millisecond}
+	d.Limit.Advance(s.log.MaxOffset())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(context.Background()) }()
+	if err := d.Dispatched.Wait(context.Background(), s.log.MaxOffset()); err != nil {
+		t.Fatal(err)
+	}
+	d.Limit.Fail(stages.ErrClosed)
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(calls) != 3 || !errors.Is(calls[0], syscall.ENOSPC) || !errors.Is(calls[1], syscall.ENOSPC) || calls[2] != nil {
+		t.Fatalf("NoSpace calls %v, want ENOSPC, ENOSPC, nil", calls)
+	}
+	s.checkQueues()
+	s.checkIndex()
+
+	// Stopping: no wait for space.
+	s2 := newMemStore(t)
+	s2.fill(4)
+	r2 := &noSpaceReader{Reader: s2.log, at: s2.recs[1].phys, failures: 1 << 30}
+	d2 := &Dispatcher{Log: r2, Builder: NewBuilder(s2.cq, s2.index, nil),
+		Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0),
+		NoSpace: func(error) {}, RetryNoSpace: time.Hour}
+	d2.Limit.Advance(s2.log.MaxOffset())
+	d2.Limit.Fail(stages.ErrClosed)
+	if err := d2.Run(context.Background()); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Run while stopping = %v, want ENOSPC", err)
+	}
 }
