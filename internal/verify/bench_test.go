@@ -125,7 +125,7 @@ func scanOnly(opts Options) (*chain, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &verifier{opts: opts, ro: roFS{FS: opts.FS}, rep: &Report{}, problems: newCollector(10)}
+	v := &verifier{opts: opts, ro: roFS{ReadOnlyFS: vfs.ReadOnlyFS{FS: opts.FS, Err: errReadOnly}}, rep: &Report{}, problems: newCollector(10)}
 	log, err := commitlog.OpenLog(commitlog.LogOptions{FS: v.ro, Dir: v.logDir(), FileSize: opts.CommitLogFileSize, ReadOnly: true})
 	if err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package verify
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 
@@ -15,44 +14,11 @@ import (
 // change, so that no code path of the store packages can touch the store, and it hides files
 // Verify decided to leave out (a zero-length last segment, which the engine deletes on open).
 type roFS struct {
-	vfs.FS
+	vfs.ReadOnlyFS
 	hide map[string]bool
 }
 
 var errReadOnly = errors.New("verify: read-only")
-
-func roErr(op, name string) error { return &fs.PathError{Op: op, Path: name, Err: errReadOnly} }
-
-// CreateSegment refuses.
-func (roFS) CreateSegment(name string, _, _ int64) (vfs.Segment, error) {
-	return nil, roErr("create", name)
-}
-
-// OpenSegment maps name read-only; it refuses to map it read-write.
-func (f roFS) OpenSegment(name string, size int64, mode vfs.Mode) (vfs.Segment, error) {
-	if mode != vfs.ReadOnly {
-		return nil, roErr("open", name)
-	}
-	return f.FS.OpenSegment(name, size, mode)
-}
-
-// Create refuses.
-func (roFS) Create(name string) (vfs.File, error) { return nil, roErr("create", name) }
-
-// Remove refuses.
-func (roFS) Remove(name string) error { return roErr("remove", name) }
-
-// Rename refuses.
-func (roFS) Rename(oldname, _ string) error { return roErr("rename", oldname) }
-
-// MkdirAll refuses.
-func (roFS) MkdirAll(dir string) error { return roErr("mkdir", dir) }
-
-// SyncDir refuses.
-func (roFS) SyncDir(dir string) error { return roErr("sync", dir) }
-
-// Lock refuses.
-func (roFS) Lock(name string) (io.Closer, error) { return nil, roErr("lock", name) }
 
 // ReadDir lists dir without the hidden files.
 func (f roFS) ReadDir(dir string) ([]vfs.DirEntry, error) {

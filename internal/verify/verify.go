@@ -78,7 +78,7 @@ func run(ctx context.Context, opts Options, locked bool) (*verifier, error) {
 	}
 	v := &verifier{
 		opts:      opts,
-		ro:        roFS{FS: opts.FS, hide: make(map[string]bool)},
+		ro:        roFS{ReadOnlyFS: vfs.ReadOnlyFS{FS: opts.FS, Err: errReadOnly}, hide: make(map[string]bool)},
 		rep:       &Report{Store: opts.Dir, Started: time.Now()},
 		problems:  newCollector(opts.MaxProblems),
 		unindexed: -1,

@@ -96,7 +96,7 @@ func (o Options) config() (*config, error) {
 		c.maxMapped = DefaultMaxMapped()
 	}
 	if c.readOnly {
-		c.fs = readOnlyFS{FS: c.fs, fileSize: c.fileSize}
+		c.fs = readOnlyFS{ReadOnlyFS: vfs.ReadOnlyFS{FS: c.fs, Err: ErrReadOnly}, fileSize: c.fileSize}
 	}
 	return c, nil
 }

@@ -3,7 +3,6 @@ package consumequeue
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 
@@ -227,44 +226,9 @@ func (cq *ConsumeQueue) filesChanged(q *segment.Queue) (bool, error) {
 // yet the file size: the writer creates a file empty and sizes it right after, and a reader
 // that listed it in between would fail to load the queue.
 type readOnlyFS struct {
-	vfs.FS
+	vfs.ReadOnlyFS
 	fileSize int64
 }
-
-func roErr(op, name string) error {
-	return &fs.PathError{Op: op, Path: name, Err: ErrReadOnly}
-}
-
-// CreateSegment refuses.
-func (readOnlyFS) CreateSegment(name string, _, _ int64) (vfs.Segment, error) {
-	return nil, roErr("create", name)
-}
-
-// OpenSegment maps name read-only; it refuses to map it read-write.
-func (f readOnlyFS) OpenSegment(name string, size int64, mode vfs.Mode) (vfs.Segment, error) {
-	if mode != vfs.ReadOnly {
-		return nil, roErr("open", name)
-	}
-	return f.FS.OpenSegment(name, size, mode)
-}
-
-// Create refuses.
-func (readOnlyFS) Create(name string) (vfs.File, error) { return nil, roErr("create", name) }
-
-// Remove refuses.
-func (readOnlyFS) Remove(name string) error { return roErr("remove", name) }
-
-// Rename refuses.
-func (readOnlyFS) Rename(oldname, _ string) error { return roErr("rename", oldname) }
-
-// MkdirAll refuses.
-func (readOnlyFS) MkdirAll(dir string) error { return roErr("mkdir", dir) }
-
-// SyncDir refuses.
-func (readOnlyFS) SyncDir(dir string) error { return roErr("sync", dir) }
-
-// Lock refuses.
-func (readOnlyFS) Lock(name string) (io.Closer, error) { return nil, roErr("lock", name) }
 
 // ReadDir lists dir without a last segment file that is still being created.
 func (f readOnlyFS) ReadDir(dir string) ([]vfs.DirEntry, error) {
