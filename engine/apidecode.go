@@ -50,13 +50,7 @@ func decodeGet(data []byte) (api.GetRequest, error) {
 	if err := decodeRequest(data, &r); err != nil {
 		return r, err
 	}
-	if r.WaitMs < 0 || r.Max < 0 || r.MaxBytes < 0 || r.Offset < 0 {
-		return r, badRequest{fmt.Errorf("negative waitMs, max, maxBytes or offset: %+v", r)}
-	}
-	if err := checkRequestTopic(r.Topic); err != nil {
-		return r, err
-	}
-	return r, checkQueueID(r.QueueID)
+	return r, checkRead(r, r.Topic, r.QueueID, r.WaitMs < 0 || r.Max < 0 || r.MaxBytes < 0 || r.Offset < 0)
 }
 
 func decodePull(data []byte) (api.PullRequest, error) {
@@ -64,13 +58,18 @@ func decodePull(data []byte) (api.PullRequest, error) {
 	if err := decodeRequest(data, &r); err != nil {
 		return r, err
 	}
-	if r.WaitMs < 0 || r.Max < 0 || r.MaxBytes < 0 || r.Offset < 0 {
-		return r, badRequest{fmt.Errorf("negative waitMs, max, maxBytes or offset: %+v", r)}
+	return r, checkRead(r, r.Topic, r.QueueID, r.WaitMs < 0 || r.Max < 0 || r.MaxBytes < 0 || r.Offset < 0)
+}
+
+// checkRead checks what a get and a pull share: no negative number, a valid topic and queue.
+func checkRead(r any, topic string, queueID int32, negative bool) error {
+	if negative {
+		return badRequest{fmt.Errorf("negative waitMs, max, maxBytes or offset: %+v", r)}
 	}
-	if err := checkRequestTopic(r.Topic); err != nil {
-		return r, err
+	if err := checkRequestTopic(topic); err != nil {
+		return err
 	}
-	return r, checkQueueID(r.QueueID)
+	return checkQueueID(queueID)
 }
 
 func decodeMsg(data []byte) (api.MsgRequest, error) {
