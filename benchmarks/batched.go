@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,11 +22,10 @@ import (
 // not store, and the message id it derives from the stream id and the sequence, stored as
 // UNIQ_KEY); the bodies are the harness's, so verification tallies them as in any other mode.
 //
-// Latency runs from the message's first send to its future's resolution, both on the
-// publisher's monotonic clock (epoch), as request/reply's runs from the publish to the reply.
-// The send time is taken in Options.PublishMsg, which the package calls with the message as it
-// sends it: after Publish waited for room in the window, so that, as in request/reply, the wait
-// for a free slot is not counted.
+// Latency runs from Publish taking the message (Future.Published: after it waited for room in
+// the window, so that, as in request/reply, the wait for a free slot is not counted; before the
+// message waited in a pack, which is counted) to its future's resolution, on the publisher's
+// monotonic clock. Load.Unpacked turns packs off (publisher.Options.MaxPack 1).
 
 // batched is one publisher's batched-ack stream and what it measures.
 type batched struct {
@@ -41,28 +39,15 @@ type batched struct {
 	next   uint64
 	closed bool
 
-	mu sync.Mutex
-	// firstSends counts the sends that were not resends: each is the next sequence (the package
-	// numbers messages in the order it first sends them). The send hook's, under the
-	// Publisher's lock.
-	firstSends uint64
-	// stamps holds the first-send time of sequence s at s % len(stamps); see newBatched for its
-	// size.
-	stamps []stamp
-	hist   *hdrhistogram.Histogram
-	// Counted by onResult, once per future: acked (with a latency, or unmatched when its stamp
-	// was gone), failed, and unanswered (failed with ErrClosed: Close gave up on it).
-	unmatched, failed, unanswered int64
-	firstErr                      error
-	lastAck                       time.Duration // since epoch
-	answered, want                int64
-	allDone                       chan struct{} // closed once answered reaches want
-}
-
-// stamp is a sequence's first-send time (since epoch).
-type stamp struct {
-	seq uint64
-	at  time.Duration
+	mu   sync.Mutex
+	hist *hdrhistogram.Histogram
+	// Counted by onResult, once per future (acked ones in p.acked, with a latency): failed, and
+	// unanswered (failed with ErrClosed: Close gave up on it).
+	failed, unanswered int64
+	firstErr           error
+	lastAck            time.Duration // since epoch
+	answered, want     int64
+	allDone            chan struct{} // closed once answered reaches want
 }
 
 // newBatched starts p's stream on its connection: the package subscribes to the stream's ack
@@ -70,23 +55,21 @@ type stamp struct {
 //
 // The body buffers are Window+1: Publish of sequence s returns only once every sequence up to
 // s-Window is answered, and the buffer of s+1 was last that of s-Window, so it is free (a future
-// answered is never sent again). The stamps are 2·Window+2: every ack is handled, and its
-// futures' onResult calls made, on the ack subscription's one goroutine, one ack after the
-// other; while the calls of an ack that answered s run, no sequence past s+2·Window can be sent
-// (at most Window in flight when the ack came, Window more once it is applied), so s's stamp is
-// still there when its onResult reads it. A stamp found overwritten all the same is counted
-// (unmatched) and fails the run rather than skewing the histogram.
+// answered is never sent again).
 func newBatched(p *publisher) (*batched, error) {
 	w := p.cfg.Load.Window
 	b := &batched{
 		p: p, nc: p.nc, stall: p.stall,
 		bodies: make([][]byte, w+1),
-		stamps: make([]stamp, 2*w+2),
 		hist:   newLatencyHistogram(),
 		want:   -1, allDone: make(chan struct{}),
 	}
 	var err error
-	b.pub, err = rspub.New(p.nc, rspub.Options{Window: w, OnResult: b.onResult, PublishMsg: b.send})
+	opts := rspub.Options{Window: w, OnResult: b.onResult}
+	if p.cfg.Load.Unpacked {
+		opts.MaxPack = 1
+	}
+	b.pub, err = rspub.New(p.nc, opts)
 	if err != nil {
 		return nil, fmt.Errorf("publisher %d: batched acks: %w", p.id, err)
 	}
@@ -116,34 +99,17 @@ func (b *batched) publish(ctx context.Context, subject string, body []byte) erro
 	return nil
 }
 
-// send is the Publisher's PublishMsg, called under its lock as it sends a message: a first send
-// takes the next sequence's stamp.
-func (b *batched) send(m *nats.Msg) error {
-	if v := m.Header[rspub.HeaderSeq]; len(v) == 0 || !strings.HasSuffix(v[0], " r") {
-		at := time.Since(epoch)
-		b.mu.Lock()
-		b.firstSends++
-		b.stamps[b.firstSends%uint64(len(b.stamps))] = stamp{seq: b.firstSends, at: at}
-		b.mu.Unlock()
-	}
-	return b.nc.PublishMsg(m)
-}
-
 // onResult is the Publisher's OnResult: one call per future, as it resolves.
 func (b *batched) onResult(f *rspub.Future) {
-	_, err, _ := f.Result() // before b.mu: Result takes the Publisher's lock, send holds it
-	now := time.Since(epoch)
+	_, err, _ := f.Result() // before b.mu: Result takes the Publisher's lock
+	now := time.Now()
 	seq := f.Seq()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case err == nil:
-		if st := b.stamps[seq%uint64(len(b.stamps))]; st.seq == seq {
-			recordLatency(b.hist, now-st.at)
-		} else {
-			b.unmatched++
-		}
-		b.lastAck = max(b.lastAck, now)
+		recordLatency(b.hist, now.Sub(f.Published()))
+		b.lastAck = max(b.lastAck, now.Sub(epoch))
 		b.p.acked.Add(1)
 	case errors.Is(err, rspub.ErrClosed):
 		b.unanswered++
@@ -235,9 +201,6 @@ func (b *batched) finish(ctx context.Context) error {
 			err = fmt.Errorf("%w (first failure: %w)", err, b.firstErr)
 		}
 		errs = append(errs, err, ferr)
-	}
-	if b.unmatched > 0 {
-		errs = append(errs, fmt.Errorf("publisher %d: no send time for the latency of %d acks", p.id, b.unmatched))
 	}
 	if ferr == nil && cerr != nil {
 		errs = append(errs, fmt.Errorf("publisher %d: close: %w", p.id, cerr))

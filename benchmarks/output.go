@@ -234,6 +234,9 @@ func loadText(l Load) string {
 	if l.Ack.windowed() {
 		s = fmt.Sprintf("%s w%d %s p%d t%d", l.Ack, l.Window, sizeText(l.BodySize), l.Publishers, l.Topics)
 	}
+	if l.Unpacked {
+		s += " unpacked"
+	}
 	if l.Rate > 0 {
 		s += " @" + count(int64(l.Rate)) + "/s"
 	}

@@ -69,15 +69,16 @@ var groupTitles = map[string]string{
 //   - quick (under two minutes): the disk ceiling; fire-and-forget and request/reply with 4096 in
 //     flight at the base load for the ceilings, the engine in both flush modes, kafka-style and
 //     JetStream (default and sync-always), a few seconds each; and engine-sync with batched acks
-//     (window 4096), compared with the fire-and-forget ceiling and JetStream's request/reply.
+//     (window 4096), packed (the publisher package's default) and unpacked, compared with the
+//     fire-and-forget ceiling and JetStream's request/reply.
 //   - issue3: the figures issue 3 asks for: fire-and-forget 128 B, engine async vs
 //     ceiling-subscriber; acked with 4096 in flight, 128 B, engine async and sync vs
 //     ceiling-responder; syncs per message under that load; and the sync engine's ack latency
 //     with the publishers limited to half the rate engine-sync just measured. So that the
 //     latency can be read against what NATS and the publishers alone cost at that rate,
 //     ceiling-responder runs at the same limited rate just before it. Then issue 8's: JetStream's
-//     request/reply (the async-acked reference), engine-sync with batched acks, and the same at
-//     half its rate for the ack latency.
+//     request/reply (the async-acked reference), engine-sync with batched acks (unpacked, then
+//     packed), and the packed one at half its rate for the ack latency.
 //   - full: the benchmarks issue's sweeps, one dimension at a time around the base load (see
 //     fullPreset).
 func Preset(name string, o PresetOptions) ([]Run, error) {
@@ -103,6 +104,7 @@ func Preset(name string, o PresetOptions) ([]Run, error) {
 			p.rr(sc, p.base, 4096, 2*time.Second)
 		}
 		p.ba("engine-sync", p.base, 4096, 3*time.Second)
+		p.ba("engine-sync", unpacked(p.base), 4096, 3*time.Second)
 	case "issue3":
 		p.ff("ceiling-subscriber", p.base, 3_000_000)
 		p.ff("engine-async", p.base, 3_000_000)
@@ -111,6 +113,7 @@ func Preset(name string, o PresetOptions) ([]Run, error) {
 		peak := p.rr("engine-sync", p.base, 4096, 10*time.Second).ID
 		p.halfRate(peak, 10*time.Second)
 		p.rr("jetstream-default", p.base, 4096, 10*time.Second)
+		p.ba("engine-sync", unpacked(p.base), 4096, 10*time.Second)
 		peak = p.ba("engine-sync", p.base, 4096, 10*time.Second).ID
 		p.halfRateBatched(peak, 10*time.Second)
 	case "full":
@@ -217,6 +220,15 @@ func (p *presetBuilder) batchedPoint(l Load) {
 	for _, sc := range batchedTargets {
 		p.ba(sc, l, 4096, fullRR)
 	}
+	if l == p.base {
+		p.ba("engine-sync", unpacked(l), 4096, fullRR)
+	}
+}
+
+// unpacked is l with packs off (Load.Unpacked): one NATS message per message.
+func unpacked(l Load) Load {
+	l.Unpacked = true
+	return l
 }
 
 type presetBuilder struct {
@@ -318,6 +330,9 @@ func (p *presetBuilder) suffix(l Load) string {
 	}
 	if l.Publishers != p.base.Publishers {
 		s += fmt.Sprintf("/p%d", l.Publishers)
+	}
+	if l.Unpacked {
+		s += "/unpacked"
 	}
 	return s
 }

@@ -53,12 +53,12 @@ func TestQuickPreset(t *testing.T) {
 	for _, id := range []string{"disk-ceiling/1MiB", "ceiling-subscriber/ff", "engine-async/ff", "engine-sync/ff",
 		"kafka-style/ff", "jetstream-default/ff", "jetstream-syncalways/ff", "ceiling-responder/rr4096",
 		"engine-async/rr4096", "engine-sync/rr4096", "kafka-style/rr4096", "jetstream-default/rr4096",
-		"jetstream-syncalways/rr4096", "engine-sync/ba4096"} {
+		"jetstream-syncalways/rr4096", "engine-sync/ba4096", "engine-sync/ba4096/unpacked"} {
 		if !slices.Contains(have, id) {
 			t.Errorf("quick lacks %s (has %v)", id, have)
 		}
 	}
-	if r := runs[len(runs)-1]; r.Load.Key() != "ba/p4/b128/t16/w4096" || r.Load.Duration != 3*time.Second {
+	if r := runs[len(runs)-2]; r.Load.Key() != "ba/p4/b128/t16/w4096" || r.Load.Duration != 3*time.Second {
 		t.Errorf("quick's batched run: %+v", r)
 	}
 	if d := EstimateRuns(runs); d > 2*time.Minute {
@@ -80,8 +80,9 @@ func TestFullPreset(t *testing.T) {
 		points[r.Load.Key()] = append(points[r.Load.Key()], r.Scenario)
 	}
 	// 1 disk + base and topics (6 points x 2 acks x 7 runs) + body and publishers (2 x 2 x 2 x
-	// 6) + window (2 x 6) + batched (128 B and 1 KiB x 2 engines) + 3 at half rate.
-	if want := 1 + 6*2*7 + 2*2*2*6 + 2*6 + 2*2 + 3; len(runs) != want {
+	// 6) + window (2 x 6) + batched (128 B and 1 KiB x 2 engines, and unpacked at the base load)
+	// + 3 at half rate.
+	if want := 1 + 6*2*7 + 2*2*2*6 + 2*6 + 2*2 + 1 + 3; len(runs) != want {
 		t.Errorf("%d runs, want %d", len(runs), want)
 	}
 	for _, tc := range []struct {
@@ -123,7 +124,11 @@ func TestFullPreset(t *testing.T) {
 					l = r.Load
 				}
 			}
-			if !slices.Equal(slices.Compact(slices.Sorted(slices.Values(scs))), batchedTargets) { // @50% too
+			want := batchedTargets
+			if l.Unpacked {
+				want = []string{"engine-sync"}
+			}
+			if !slices.Equal(slices.Compact(slices.Sorted(slices.Values(scs))), want) { // @50% too
 				t.Errorf("batched load %s has %v", key, scs)
 			}
 			if !slices.Contains(points[referenceLoad(l, true).Key()], "ceiling-subscriber") ||

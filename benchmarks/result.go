@@ -123,6 +123,7 @@ func referenceLoad(l Load, ceiling bool) Load {
 	if l.Ack != Batched {
 		return l
 	}
+	l.Unpacked = false
 	if ceiling {
 		l.Ack, l.Window = FireAndForget, 0
 	} else {

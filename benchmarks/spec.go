@@ -46,6 +46,9 @@ type Load struct {
 	// Rate limits the publishers to this many messages per second in all (0: as fast as they
 	// can). Each publisher paces itself on a schedule of Rate/Publishers.
 	Rate float64 `json:"rate"`
+	// Unpacked, in Batched mode, sends one NATS message per message (publisher.Options.MaxPack
+	// 1) instead of the package's default packs: the protocol's cost without packing.
+	Unpacked bool `json:"unpacked,omitempty"`
 }
 
 // windowed says whether the mode bounds the messages in flight by Load.Window: every mode in
@@ -73,6 +76,9 @@ func (l Load) Key() string {
 	}
 	if l.Rate > 0 {
 		k += fmt.Sprintf("/r%.0f", l.Rate)
+	}
+	if l.Unpacked {
+		k += "/unpacked"
 	}
 	return k
 }
@@ -103,6 +109,9 @@ func (l Load) Validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("ack mode %q: want %q, %q or %q", l.Ack, FireAndForget, RequestReply, Batched))
+	}
+	if l.Unpacked && l.Ack != Batched {
+		errs = append(errs, fmt.Errorf("unpacked: only with %s", modeName(Batched)))
 	}
 	if l.Rate < 0 {
 		errs = append(errs, fmt.Errorf("rate %g", l.Rate))

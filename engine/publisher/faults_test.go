@@ -18,30 +18,52 @@ import (
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
+// packModes are the publisher's two ways of sending: packs (the default) and one NATS message
+// per message.
+var packModes = []struct {
+	name    string
+	maxPack int
+}{{"packed", 0}, {"unpacked", 1}}
+
 // TestInjectedLoss: messages lost between the publisher and the engine are reported missing by
 // the engine (exactly: the markers say they never came) and resent; a resend lost again, and
 // the last messages of the stream (no later message shows the gap), are resent on timeout.
-// Everything ends up acknowledged and stored once.
+// Everything ends up acknowledged and stored once. Packed, whole packs are lost.
 func TestInjectedLoss(t *testing.T) {
+	for _, pm := range packModes {
+		t.Run(pm.name, func(t *testing.T) { testInjectedLoss(t, pm.maxPack) })
+	}
+}
+
+func testInjectedLoss(t *testing.T, maxPack int) {
 	const n = 20_000
 	s := serve(t, testOptions(t, t.TempDir(), engine.FlushSync), engine.NATSOptions{})
 	nc := connect(t, s.ClientURL())
 	var resends sync.Map // seq -> resends seen
-	d := &dropper{nc: nc, drop: func(seq uint64, resend bool, _ *nats.Msg) bool {
+	var sends atomic.Int64
+	d := &dropper{nc: nc, drop: func(seq uint64, resend bool, m *nats.Msg) bool {
 		if !resend {
+			if maxPack != 1 { // every 5th pack, and whatever carries the last messages
+				return sends.Add(1)%5 == 0 || seq+uint64(entries(m)) > n-3
+			}
 			return seq%37 == 0 || seq > n-3
 		}
 		k, _ := resends.LoadOrStore(seq, new(atomic.Int32))
 		return seq%(37*5) == 0 && k.(*atomic.Int32).Add(1) == 1 // its first resend is lost too
 	}}
-	p := newPublisher(t, nc, publisher.Options{PublishMsg: d.publish, AckTimeout: 300 * time.Millisecond})
+	p := newPublisher(t, nc, publisher.Options{PublishMsg: d.publish, AckTimeout: 300 * time.Millisecond, MaxPack: maxPack})
 	msgs := publishN(t, p, n, 128, subjects("loss", 8))
 	flush(t, p)
 	st, est := p.Stats(), s.Stats()
 	t.Logf("dropped %d; publisher %+v; engine batched %+v", d.dropped(), st, est.Ingress.Batched)
-	lost := int64(n/37 + 3)
-	if st.ResentMissing < lost-3-int64(n/(37*5)) || st.ResentTimeout < 3 || st.Failed != 0 || st.Acked != n {
+	if st.Failed != 0 || st.Acked != n || st.ResentTimeout < 1 || st.ResentMissing == 0 {
+		t.Fatalf("publisher stats %+v: want resends as missing and on timeout", st)
+	}
+	if lost := int64(n/37 + 3); maxPack == 1 && (st.ResentMissing < lost-3-int64(n/(37*5)) || st.ResentTimeout < 3) {
 		t.Fatalf("publisher stats %+v: want about %d resent as missing, at least 3 on timeout", st, lost)
+	}
+	if maxPack != 1 && st.Packs == 0 {
+		t.Fatalf("publisher stats %+v: no packs", st)
 	}
 	if est.Ingress.Batched.Missing < st.ResentMissing {
 		t.Fatalf("engine reported %d missing, publisher resent %d as missing", est.Ingress.Batched.Missing, st.ResentMissing)
@@ -53,7 +75,14 @@ func TestInjectedLoss(t *testing.T) {
 // stream spreads over many queues and both ingress workers. Sending out of sequence order breaks
 // the protocol's premise (the markers can then declare missing a message that is only late), so
 // a few resends are expected; each is answered as a duplicate: everything is stored once.
+// Packed, packs are swapped.
 func TestReordering(t *testing.T) {
+	for _, pm := range packModes {
+		t.Run(pm.name, func(t *testing.T) { testReordering(t, pm.maxPack) })
+	}
+}
+
+func testReordering(t *testing.T, maxPack int) {
 	const n = 10_000
 	s := serve(t, testOptions(t, t.TempDir(), engine.FlushSync), engine.NATSOptions{})
 	nc := connect(t, s.ClientURL())
@@ -76,7 +105,7 @@ func TestReordering(t *testing.T) {
 		}
 		return nil
 	}
-	p := newPublisher(t, nc, publisher.Options{PublishMsg: swap, AckTimeout: time.Second})
+	p := newPublisher(t, nc, publisher.Options{PublishMsg: swap, AckTimeout: time.Second, MaxPack: maxPack})
 	msgs := publishN(t, p, n, 64, subjects("reorder", 16))
 	flush(t, p)
 	st := p.Stats()
@@ -90,41 +119,52 @@ func TestReordering(t *testing.T) {
 // TestDuplicateResends: copies of messages reach the engine (as they are, and as resends): the
 // first copy of a sequence is stored, the others are dropped (the stream's claims) or, resends
 // found in the store, answered from it. An already acknowledged sequence resent by hand after the
-// stream is done is answered with the first copy's position. Nothing is stored twice.
+// stream is done is answered with the first copy's position. Nothing is stored twice. Packed,
+// whole packs are copied.
 func TestDuplicateResends(t *testing.T) {
+	for _, pm := range packModes {
+		t.Run(pm.name, func(t *testing.T) { testDuplicateResends(t, pm.maxPack) })
+	}
+}
+
+func testDuplicateResends(t *testing.T, maxPack int) {
 	const n = 5_000
 	s := serve(t, testOptions(t, t.TempDir(), engine.FlushSync), engine.NATSOptions{})
 	nc := connect(t, s.ClientURL())
+	var copies, sends atomic.Int64 // messages sent twice; NATS messages sent
 	twice := func(m *nats.Msg) error {
 		if err := nc.PublishMsg(m); err != nil {
 			return err
 		}
-		seq, resend := seqOf(m)
+		_, resend := seqOf(m)
+		k := sends.Add(1)
 		switch {
 		case resend:
-		case seq%10 == 0: // the same bytes again
+		case k%10 == 0: // the same bytes again
+			copies.Add(int64(entries(m)))
 			return nc.PublishMsg(m)
-		case seq%7 == 0: // a resend right behind the original
+		case k%7 == 0: // a resend right behind the original
+			copies.Add(int64(entries(m)))
 			c := copyMsg(m)
 			c.Header.Set(publisher.HeaderSeq, m.Header.Get(publisher.HeaderSeq)+" r")
 			return nc.PublishMsg(c)
 		}
 		return nil
 	}
-	p := newPublisher(t, nc, publisher.Options{PublishMsg: twice})
+	p := newPublisher(t, nc, publisher.Options{PublishMsg: twice, MaxPack: maxPack})
 	msgs := publishN(t, p, n, 100, subjects("dup", 4))
 	flush(t, p)
 	est := s.Stats()
 	t.Logf("publisher %+v; engine duplicates %d, batched %+v", p.Stats(), est.Duplicates, est.Ingress.Batched)
 	b := est.Ingress.Batched
-	if copies := b.Dropped + b.LookupHits + est.Duplicates; copies != n/10+n/7-n/70 {
-		t.Fatalf("%d copies dropped, found by lookup or deduped, want %d", copies, n/10+n/7-n/70)
+	if got := b.Dropped + b.LookupHits + est.Duplicates; got != copies.Load() || got == 0 {
+		t.Fatalf("%d copies dropped, found by lookup or deduped, want %d", got, copies.Load())
 	}
 	checkExactlyOnce(t, s.Engine, msgs)
 
-	// By hand, after the stream is done: seq 42 again, flagged as a resend (with the floor at 41,
-	// as a publisher that lost its ack would send it): the engine finds it in the store and
-	// answers with its position, as a duplicate.
+	// By hand, after the stream is done: message 41 again, flagged as a resend (with the floor
+	// just below it, as a publisher that lost its ack would send it): the engine finds it in the
+	// store and answers with its position, as a duplicate.
 	first, err := msgs[41].future.Wait(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +177,7 @@ func TestDuplicateResends(t *testing.T) {
 	}
 	m := nats.NewMsg(msgs[41].subject)
 	m.Reply, m.Data = inbox, msgs[41].body
-	m.Header.Set(publisher.HeaderSeq, fmt.Sprintf("%s 42 41 r", p.StreamID()))
+	m.Header.Set(publisher.HeaderSeq, fmt.Sprintf("%s %d %d r", p.StreamID(), first.Seq, first.Seq-1))
 	if err := nc.PublishMsg(m); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +189,7 @@ func TestDuplicateResends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ingress.StoredRun{Topic: first.Topic, QueueID: first.QueueID, QueueOffset: first.QueueOffset, Seq: 42, Count: 1, Step: 1, Dup: true}
+	want := ingress.StoredRun{Topic: first.Topic, QueueID: first.QueueID, QueueOffset: first.QueueOffset, Seq: first.Seq, Count: 1, Step: 1, Dup: true}
 	if a.Stream != p.StreamID() || a.Through != n || len(a.Stored) != 1 || a.Stored[0] != want {
 		t.Fatalf("ack %s, want the position %+v", reply.Data, want)
 	}

@@ -59,26 +59,47 @@ type Future struct {
 	msgID string // the Nats-Msg-Id, "" for the default id
 
 	// Guarded by p.mu.
-	subject  string
-	data     []byte
-	header   nats.Header // the caller's, never modified
-	sentAt   time.Time
-	retryAt  time.Time // a retriable refusal: resend then
-	sends    int
-	lastErr  error // the last send error or refusal, for ErrNotAcked
-	resolved bool
-	ack      Ack
-	err      error
-	done     chan struct{} // made by Done on demand, closed at resolution
+	subject string
+	data    []byte
+	header  nats.Header // the caller's, never modified
+	sentAt  time.Time
+	retryAt time.Time // a retriable refusal: resend then
+	sends   int
+	lastErr error // the last send error or refusal, for ErrNotAcked
+	// published is when Publish gave the message its sequence (after any wait for the window).
+	published time.Time
+	resolved  bool
+	ack       Ack
+	err       error
+	done      chan struct{} // made by Done on demand, closed at resolution
 }
 
-// Seq is the message's sequence number in its stream.
-func (f *Future) Seq() uint64 { return f.seq }
+// Seq is the message's sequence number in its stream: 0 until the message is sent (a message
+// waiting in a pack is numbered when the pack goes).
+func (f *Future) Seq() uint64 {
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	return f.seq
+}
 
-// MsgID is the message's id (Ack.MsgID).
+// Published is when Publish took the message: after it waited for room in the window, before
+// any wait in a pack. Latency from it to the answer is what the caller sees.
+func (f *Future) Published() time.Time { return f.published }
+
+// MsgID is the message's id (Ack.MsgID): "" until the message is sent when it has no
+// Nats-Msg-Id (its default id derives from its sequence).
 func (f *Future) MsgID() string {
+	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
+	return f.msgIDLocked()
+}
+
+func (f *Future) msgIDLocked() string {
 	if f.msgID != "" {
 		return f.msgID
+	}
+	if f.seq == 0 {
+		return ""
 	}
 	return f.p.stream + ":" + strconv.FormatUint(f.seq, 10)
 }
@@ -99,10 +120,10 @@ func (f *Future) Done() <-chan struct{} {
 // Result is the outcome if the message is answered (ok), without waiting.
 func (f *Future) Result() (a Ack, err error, ok bool) {
 	f.p.mu.Lock()
+	defer f.p.mu.Unlock()
 	a, err, ok = f.ack, f.err, f.resolved
-	f.p.mu.Unlock()
 	if ok && err == nil {
-		a.MsgID = f.MsgID()
+		a.MsgID = f.msgIDLocked()
 	}
 	return a, err, ok
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -275,13 +276,22 @@ func seqOf(m *nats.Msg) (uint64, bool) {
 	return seq, len(f) == 4
 }
 
+// entries is the number of messages m carries: its Rs-Pack count, or 1.
+func entries(m *nats.Msg) int {
+	if v := m.Header.Get(publisher.HeaderPack); v != "" {
+		n, _ := strconv.Atoi(v)
+		return n
+	}
+	return 1
+}
+
 func subjects(prefix string, n int) func(int) string {
 	return func(i int) string { return fmt.Sprintf("%s.s%d", prefix, i%n) }
 }
 
 // copyMsg copies a message the publisher hands its PublishMsg hook (it reuses the original).
 func copyMsg(m *nats.Msg) *nats.Msg {
-	c := &nats.Msg{Subject: m.Subject, Reply: m.Reply, Data: m.Data, Header: nats.Header{}}
+	c := &nats.Msg{Subject: m.Subject, Reply: m.Reply, Data: slices.Clone(m.Data), Header: nats.Header{}}
 	for k, v := range m.Header {
 		c.Header[k] = slices.Clone(v)
 	}

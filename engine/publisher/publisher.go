@@ -48,6 +48,17 @@ type Options struct {
 	// OnResult, when set, is called with every future as it is answered, in no particular order,
 	// on the publisher's goroutines: it must not block (benchmarks time acks with it).
 	OnResult func(*Future)
+	// MaxPack bounds the messages of one pack (256): consecutive messages of one subject go out
+	// as one NATS message, which the engine splits again (see pack.go and docs/BATCHED-ACKS.md,
+	// "Packs"). 1 turns packing off: one NATS message per message.
+	MaxPack int
+	// MaxPackBytes bounds a pack's body (64 KiB, and never more than half the server's max
+	// payload). A message bigger than that is sent alone.
+	MaxPackBytes int
+	// Linger is how long a pack that is not full waits for more messages before it is sent
+	// (500 µs). A pack that fills up goes at once, so under load packs are full and Linger does
+	// not count; at a low rate it adds up to Linger to each message's ack latency.
+	Linger time.Duration
 	// PublishMsg sends a message; nc.PublishMsg by default. Tests replace it to lose, reorder or
 	// duplicate messages on their way to the engine. The message (and its header map) is reused
 	// once it returns: a hook that keeps it must copy it.
@@ -65,6 +76,8 @@ type Stats struct {
 	// AckMessages counts the acks received; SendErrors the sends nats.go refused (retried);
 	// Evictions the times the engine dropped the stream's state for room.
 	AckMessages, SendErrors, Evictions int64
+	// Packs counts the packs sent, Packed the messages they carried (first sends in packs).
+	Packs, Packed int64
 	// InFlight is the number of messages not answered yet.
 	InFlight int
 }
@@ -83,6 +96,8 @@ type Publisher struct {
 	stop       chan struct{} // closed by Close: the timer loop exits
 	loopDone   chan struct{}
 	retry      chan struct{} // capacity 1: a retry was scheduled (the timer loop speeds up)
+	packKick   chan struct{} // capacity 1: a pack was started (its linger starts)
+	packDone   chan struct{}
 
 	mu       sync.Mutex
 	next     uint64    // the next sequence to give out
@@ -98,8 +113,17 @@ type Publisher struct {
 	msg      nats.Msg    // the message being sent (sendLocked)
 	header   nats.Header // its headers
 	seqValue [1]string   // its Rs-Seq value
-	ack      wireAck
-	answered []*Future // resolved by the current call, for OnResult outside the lock
+	// Packs (pack.go): the open pack of each subject, in open order (oldest first), and
+	// spares to reuse.
+	packs     map[string]*pack
+	open      []*pack
+	spare     []*pack
+	spareOpen []*pack
+	unsent    int       // messages in the open packs (not numbered yet)
+	packCount [1]string // the Rs-Pack value of the pack being sent
+	packBody  []byte    // the body of the pack being sent, reused
+	ack       wireAck
+	answered  []*Future // resolved by the current call, for OnResult outside the lock
 }
 
 // New starts a publisher on nc: it subscribes to its ack subject (and confirms the subscription
@@ -128,10 +152,23 @@ func New(nc *nats.Conn, opts Options) (*Publisher, error) {
 	if opts.RetryDelay <= 0 {
 		opts.RetryDelay = DefaultRetryDelay
 	}
+	if opts.MaxPack == 0 {
+		opts.MaxPack = DefaultMaxPack
+	}
+	if opts.MaxPackBytes <= 0 {
+		opts.MaxPackBytes = DefaultMaxPackBytes
+	}
+	if mp := nc.MaxPayload(); mp > 0 && int64(opts.MaxPackBytes) > mp/2 {
+		opts.MaxPackBytes = int(mp / 2)
+	}
+	if opts.Linger <= 0 {
+		opts.Linger = DefaultLinger
+	}
 	p := &Publisher{
 		nc: nc, opts: opts, stream: opts.StreamID, ackSubject: opts.AckSubject,
 		window: uint64(opts.Window), publish: opts.PublishMsg,
 		stop: make(chan struct{}), loopDone: make(chan struct{}), retry: make(chan struct{}, 1),
+		packKick: make(chan struct{}, 1), packDone: make(chan struct{}), packs: map[string]*pack{},
 		next: 1, ring: make([]*Future, opts.Window), moved: make(chan struct{}), header: nats.Header{},
 	}
 	if p.publish == nil {
@@ -152,6 +189,11 @@ func New(nc *nats.Conn, opts Options) (*Publisher, error) {
 	}
 	p.sub = sub
 	go pprof.Do(context.Background(), pprof.Labels("stage", "publisher-timer"), func(context.Context) { p.timerLoop() })
+	if opts.MaxPack > 1 {
+		go pprof.Do(context.Background(), pprof.Labels("stage", "publisher-pack"), func(context.Context) { p.packLoop() })
+	} else {
+		close(p.packDone)
+	}
 	return p, nil
 }
 
@@ -173,12 +215,17 @@ func (p *Publisher) PublishMsg(ctx context.Context, m *nats.Msg) (*Future, error
 	if p.nc.IsClosed() {
 		return nil, nats.ErrConnectionClosed
 	}
+	if err := checkHeader(m.Header); err != nil {
+		return nil, err
+	}
 	p.mu.Lock()
-	for p.next > p.floor+p.window {
+	for p.next-1-p.floor+uint64(p.unsent) >= p.window {
 		if err := p.refuseLocked(); err != nil {
 			p.mu.Unlock()
 			return nil, err
 		}
+		// The window is full: what waits in the packs goes now, its acks are what frees room.
+		p.flushPacksLocked(time.Now())
 		moved := p.moved
 		p.mu.Unlock()
 		select {
@@ -192,15 +239,13 @@ func (p *Publisher) PublishMsg(ctx context.Context, m *nats.Msg) (*Future, error
 		p.mu.Unlock()
 		return nil, err
 	}
-	seq := p.next
-	p.next++
-	f := &Future{p: p, seq: seq, subject: m.Subject, data: m.Data, header: m.Header}
+	now := time.Now()
+	f := &Future{p: p, subject: m.Subject, data: m.Data, header: m.Header, published: now}
 	if ids := m.Header[nats.MsgIdHdr]; len(ids) > 0 {
 		f.msgID = ids[0] // else "<stream>:<seq>", made when asked for (MsgID)
 	}
-	p.ring[seq%p.window] = f
 	p.stats.Published++
-	p.sendLocked(f, false, time.Now())
+	p.queueLocked(f, now)
 	p.mu.Unlock()
 	return f, nil
 }
@@ -223,12 +268,11 @@ func (p *Publisher) refuseLocked() error {
 // them before PublishMsg returns): no map per message, which costs more than the message's
 // other allocations together.
 func (p *Publisher) sendLocked(f *Future, resend bool, now time.Time) {
+	p.flushPacksLocked(now) // what was published before goes first
 	h := p.header
 	clear(h)
 	for k, v := range f.header {
-		if k != HeaderSeq {
-			h[k] = v
-		}
+		h[k] = v
 	}
 	p.hdrBuf = appendSeqHeader(p.hdrBuf[:0], p.stream, f.seq, p.floor, resend)
 	p.seqValue[0] = string(p.hdrBuf)
@@ -281,7 +325,7 @@ func (p *Publisher) ackLocked(f *Future, a Ack) {
 func (p *Publisher) failLocked(f *Future, err error) {
 	p.stats.Failed++
 	if len(p.failures) < maxFailures {
-		p.failures = append(p.failures, Failure{Seq: f.seq, MsgID: f.MsgID(), Err: err})
+		p.failures = append(p.failures, Failure{Seq: f.seq, MsgID: f.msgIDLocked(), Err: err})
 	}
 	p.failed++
 	f.resolve(Ack{}, err)
@@ -425,6 +469,7 @@ func (p *Publisher) breakLocked(err error) {
 		return
 	}
 	p.fatal = err
+	p.failUnsentLocked(err)
 	for seq := p.floor + 1; seq < p.next; seq++ {
 		if f := p.pendingLocked(seq); f != nil {
 			p.failLocked(f, err)
@@ -473,6 +518,7 @@ func (p *Publisher) checkTimers(now time.Time) (retrying bool) {
 		f := p.pendingLocked(seq)
 		switch {
 		case f == nil:
+		case f.sends == 0: // in the pack being filled: packLoop sends it
 		case !f.retryAt.IsZero():
 			if now.Before(f.retryAt) {
 				retrying = true
@@ -496,6 +542,7 @@ func (p *Publisher) checkTimers(now time.Time) (retrying bool) {
 // wait (its error is returned, and nothing is failed).
 func (p *Publisher) Flush(ctx context.Context) error {
 	p.mu.Lock()
+	p.flushPacksLocked(time.Now())
 	target := p.next - 1
 	for p.floor < target {
 		moved := p.moved
@@ -546,11 +593,13 @@ func (p *Publisher) Close(ctx context.Context) error {
 	}
 	close(p.stop)
 	<-p.loopDone
+	<-p.packDone
 	unsubErr := p.sub.Unsubscribe()
 	if errors.Is(unsubErr, nats.ErrConnectionClosed) {
 		unsubErr = nil
 	}
 	p.mu.Lock()
+	p.failUnsentLocked(ErrClosed)
 	for seq := p.floor + 1; seq < p.next; seq++ {
 		if f := p.pendingLocked(seq); f != nil {
 			p.failLocked(f, ErrClosed)
@@ -569,6 +618,7 @@ func (p *Publisher) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats
+	s.InFlight = p.unsent
 	for seq := p.floor + 1; seq < p.next; seq++ {
 		if p.pendingLocked(seq) != nil {
 			s.InFlight++

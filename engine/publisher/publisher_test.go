@@ -2,6 +2,9 @@ package publisher_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -13,8 +16,11 @@ import (
 
 // TestProtocolConstants holds the two sides of the protocol together.
 func TestProtocolConstants(t *testing.T) {
-	if publisher.HeaderSeq != ingress.HeaderSeq || publisher.MaxStreamID != ingress.MaxStreamID {
-		t.Fatalf("publisher %q/%d, engine %q/%d", publisher.HeaderSeq, publisher.MaxStreamID, ingress.HeaderSeq, ingress.MaxStreamID)
+	if publisher.HeaderSeq != ingress.HeaderSeq || publisher.MaxStreamID != ingress.MaxStreamID ||
+		publisher.HeaderPack != ingress.HeaderPack || publisher.DefaultMaxPack > ingress.MaxPackEntries {
+		t.Fatalf("publisher %q/%d/%q/%d, engine %q/%d/%q/%d", publisher.HeaderSeq, publisher.MaxStreamID,
+			publisher.HeaderPack, publisher.DefaultMaxPack, ingress.HeaderSeq, ingress.MaxStreamID,
+			ingress.HeaderPack, ingress.MaxPackEntries)
 	}
 }
 
@@ -92,5 +98,61 @@ func TestNatsMsgIDIsTheID(t *testing.T) {
 	}
 	if got := readStore(t, s.Engine)["order-1"]; len(got) != 1 || string(got[0].body) != "one" {
 		t.Fatalf("stored %+v", got)
+	}
+}
+
+// TestPacks: packs carry each message's own headers (its Nats-Msg-Id is its id, other headers
+// are stored as properties); a message too big for a pack goes alone; a window smaller than a
+// pack sends the pack when it fills the window; a pack that does not fill goes after Linger; a
+// header a header block cannot carry is refused by Publish.
+func TestPacks(t *testing.T) {
+	s := serve(t, testOptions(t, t.TempDir(), engine.FlushSync), engine.NATSOptions{})
+	nc := connect(t, s.ClientURL())
+	p := newPublisher(t, nc, publisher.Options{Window: 100, MaxPack: 64, MaxPackBytes: 4096})
+	ctx := context.Background()
+	var msgs []sent
+	for i := range 1000 {
+		subject := subjects("packs", 3)(i)
+		body := fmt.Appendf(nil, "%s|%08d|", p.StreamID(), i)
+		if i%250 == 0 {
+			body = append(body, make([]byte, 5000)...) // over MaxPackBytes: sent alone
+		}
+		hdr := nats.Header{"Trace": {strconv.Itoa(i)}}
+		if i%10 == 0 {
+			hdr[nats.MsgIdHdr] = []string{fmt.Sprintf("own-%d", i)}
+		}
+		f, err := p.Publish(ctx, subject, body, hdr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, sent{subject: subject, body: body, future: f})
+	}
+	flush(t, p)
+	st := p.Stats()
+	t.Logf("publisher %+v", st)
+	if st.Acked != 1000 || st.Failed != 0 || st.Packs == 0 || st.Packed > 996 || st.Packed < 900 {
+		t.Fatalf("stats %+v: want most messages in packs, the 4 big ones alone", st)
+	}
+	checkExactlyOnce(t, s.Engine, msgs)
+	got := readStore(t, s.Engine)
+	if m := got["own-10"]; len(m) != 1 || !strings.Contains(string(m[0].body), "|00000010|") {
+		t.Fatalf("own-10: %+v", m)
+	}
+
+	// Below the window and the pack size: the linger sends it.
+	f, err := p.Publish(ctx, "packs.linger", []byte("alone"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, testTimeout)
+	defer cancel()
+	if _, err := f.Wait(wctx); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, h := range []nats.Header{{"A": {"x\r\ny"}}, {"B:c": {"x"}}, {"": {"x"}}, {publisher.HeaderSeq: {"s 1 0"}}} {
+		if _, err := p.Publish(ctx, "packs.bad", nil, h); err == nil {
+			t.Errorf("header %q accepted", h)
+		}
 	}
 }

@@ -224,6 +224,12 @@ func (in *Ingress) onMsg(m *nats.Msg) {
 		}
 		return
 	}
+	if m.Header != nil && in.js == nil {
+		if vals := m.Header[HeaderPack]; vals != nil {
+			in.onPack(m, vals)
+			return
+		}
+	}
 	rt := in.router.route(m.Subject)
 	q := in.router.queue(m, rt)
 	w := in.workers[rt.worker(q, len(in.workers))]
@@ -232,5 +238,42 @@ func (in *Ingress) onMsg(m *nats.Msg) {
 	case <-in.abort:
 		in.counters.aborted.Add(1)
 		in.replyStopped(m)
+	}
+}
+
+// onPack splits a pack (pack.go) into its entries and hands each to its worker as a message of
+// its own. A pack that cannot be split is refused whole, as a message with a malformed header
+// is: nothing of it is stored.
+func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
+	sh, err := parseSeqHeader(m.Header[HeaderSeq])
+	if err == nil && in.tracker == nil {
+		err = ErrBatchedOff
+	}
+	var (
+		entries []nats.Msg
+		seqs    []uint64
+	)
+	if err == nil {
+		entries, seqs, err = decodePack(m, countVals, sh)
+	}
+	if err != nil {
+		in.reject(m, err)
+		return
+	}
+	in.counters.received.Add(int64(len(entries) - 1))
+	in.tracker.counters.packs.Add(1)
+	rt := in.router.route(m.Subject)
+	pk := &packInfo{seqHeader: sh}
+	for i := range entries {
+		e := &entries[i]
+		q := in.router.queue(e, rt)
+		w := in.workers[rt.worker(q, len(in.workers))]
+		select {
+		case w.jobs <- job{msg: e, route: rt, queue: q, pack: pk, seq: seqs[i]}:
+		case <-in.abort:
+			// As for a batched message, no reply: the publisher resends what is not acked.
+			in.counters.aborted.Add(int64(len(entries) - i))
+			return
+		}
 	}
 }

@@ -78,7 +78,7 @@ type trackerCounters struct {
 	received, acked, refused, ackMessages, missing       atomic.Int64
 	evicted, expired, overflow, markers, streams         atomic.Int64
 	lookups, lookupHits, publishFailures, untrackedSends atomic.Int64
-	dropped                                              atomic.Int64
+	dropped, packs                                       atomic.Int64
 }
 
 func newTracker(in *Ingress, cfg *BatchedConfig) *tracker {
@@ -423,6 +423,8 @@ type BatchedStats struct {
 	// Dropped counts copies of a sequence dropped at ingress because another copy of it was
 	// stored or on its way (resends, duplicates): the stream's dedupe (received.go).
 	Dropped int64
+	// Packs counts the packs taken (pack.go); their entries count in Received one by one.
+	Packs int64
 }
 
 func (t *tracker) stats() BatchedStats {
@@ -433,6 +435,6 @@ func (t *tracker) stats() BatchedStats {
 		Evicted: c.evicted.Load(), Expired: c.expired.Load(), Lookups: c.lookups.Load(),
 		LookupHits: c.lookupHits.Load(), Overflow: c.overflow.Load(), Markers: c.markers.Load(),
 		PublishFailures: c.publishFailures.Load(), Untracked: c.untrackedSends.Load(),
-		Dropped: c.dropped.Load(),
+		Dropped: c.dropped.Load(), Packs: c.packs.Load(),
 	}
 }

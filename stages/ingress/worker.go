@@ -28,6 +28,9 @@ type job struct {
 	queue int32
 	// marker, with msg nil, is a marker request of the batched-ack tracker (tracker.go).
 	marker uint64
+	// pack is set for an entry of a pack (pack.go): msg is the entry, and seq its sequence.
+	pack *packInfo
+	seq  uint64
 }
 
 // worker validates and encodes the messages of the (topic, queue)s it owns, in arrival order,
@@ -95,8 +98,11 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 			marker = max(marker, j.marker)
 			continue
 		}
-		if vals := batchedHeader(j.msg); vals != nil && w.in.js == nil {
-			if rec, ok := w.batched(j, born, vals, &metas, len(jobs)); ok {
+		if sh, isBatched, ok := w.seqHeader(j); isBatched {
+			if !ok {
+				continue
+			}
+			if rec, ok := w.batched(j, born, sh, &metas, len(jobs)); ok {
 				if rec.Err != nil {
 					extra++
 				}

@@ -13,16 +13,8 @@ import (
 // record with its error, so that its refusal reaches the tracker in order with the others; a
 // resend that Lookup finds in the store is returned as a record with a storedBefore error: the
 // appender skips both. n is the number of jobs of the batch being built (see newMeta).
-func (w *worker) batched(j *job, born int64, vals []string, metas *[]seqMeta, n int) (stages.Record, bool) {
+func (w *worker) batched(j *job, born int64, sh seqHeader, metas *[]seqMeta, n int) (stages.Record, bool) {
 	in, m := w.in, j.msg
-	sh, err := parseSeqHeader(vals)
-	if err == nil && in.tracker == nil {
-		err = ErrBatchedOff
-	}
-	if err != nil {
-		in.reject(m, err)
-		return stages.Record{}, false
-	}
 	t := in.tracker
 	t.counters.received.Add(1)
 	ids := m.Header[nats.MsgIdHdr]
@@ -73,6 +65,29 @@ func (w *worker) batched(j *job, born int64, vals []string, metas *[]seqMeta, n 
 	}
 	rec.Reply, rec.Ctx = "", meta
 	return rec, true
+}
+
+// seqHeader says whether j is a message of a batched-ack stream (isBatched), and if so gives its
+// sequence: an entry of a pack (checked by the callback), or a message with an Rs-Seq header
+// (checked here). A malformed header, or one that comes while batched acks are off, is refused
+// and answered here: ok is then false, and the caller skips the message.
+func (w *worker) seqHeader(j *job) (sh seqHeader, isBatched, ok bool) {
+	if j.pack != nil {
+		return j.pack.entrySeq(j.seq), true, true
+	}
+	vals := batchedHeader(j.msg)
+	if vals == nil || w.in.js != nil {
+		return seqHeader{}, false, false
+	}
+	sh, err := parseSeqHeader(vals)
+	if err == nil && w.in.tracker == nil {
+		err = ErrBatchedOff
+	}
+	if err != nil {
+		w.in.reject(j.msg, err)
+		return seqHeader{}, true, false
+	}
+	return sh, true, true
 }
 
 // newMeta appends a seqMeta to the batch's metas (allocated once, with capacity n, so that the

@@ -1,0 +1,281 @@
+package publisher
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Packs (docs/BATCHED-ACKS.md, "Packs"): several messages of one subject go out as one NATS
+// message, as a Kafka producer's record batch or a RocketMQ batch message does. On the wire a
+// pack is a message on the subject with the stream's Rs-Seq header (its sequence is the first
+// entry's), an Rs-Pack header with the count, and a body of count entries, each
+//
+//	uvarint(len(header block)) header block uvarint(len(data)) data
+//
+// Entry i has sequence seq+i; its header block is its NATS header block, empty when it has none.
+// The engine splits the pack back into messages, each with its own sequence, id, queue and ack.
+// What this saves is NATS's cost per message (the publisher's, the server's and the engine's
+// client's), most of what a small message costs on its way in. A pack holds one subject because
+// NATS checks a publisher's permissions by subject: the engine stores each entry under the
+// subject that NATS let through.
+//
+// Every subject has its own open pack (at most maxOpenPacks), and a message gets its sequence
+// only when its pack is sent: the open packs are sent together, oldest first, each numbered on
+// from the last, so that the stream still reaches the engine in sequence order (which is how it
+// tells a lost message from a late one). Messages of one subject keep their publish order;
+// across subjects, the sequences follow the packs. Packs are sent when one of them is full
+// (MaxPack messages or MaxPackBytes), when the window is full, on Flush and Close, before any
+// message sent alone (a resend, a message too big for a pack), and otherwise Linger after the
+// first message of the oldest. A pack of one is sent as a plain batched message.
+
+// maxOpenPacks bounds the subjects with an open pack; a message for one more sends them all.
+const maxOpenPacks = 64
+
+// HeaderPack is the header of a pack: its entry count.
+const HeaderPack = "Rs-Pack"
+
+// Defaults of the pack options.
+const (
+	DefaultMaxPack      = 256
+	DefaultMaxPackBytes = 64 << 10
+	DefaultLinger       = 500 * time.Microsecond
+)
+
+// pack is the open pack of one subject: its messages, not numbered yet. Guarded by
+// Publisher.mu.
+type pack struct {
+	subject string
+	futs    []*Future
+	bytes   int // of the body the entries will take
+}
+
+func uvarintLen(n uint64) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], n)
+}
+
+// headerBlockLen is the length appendHeaderBlock gives h.
+func headerBlockLen(h nats.Header) int {
+	if len(h) == 0 {
+		return 0
+	}
+	n := len("NATS/1.0\r\n") + len("\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
+}
+
+// appendHeaderBlock appends h as a NATS header block ("NATS/1.0\r\n", a line per value, a blank
+// line), nothing when h is empty. Names and values were checked by checkHeader.
+func appendHeaderBlock(dst []byte, h nats.Header) []byte {
+	if len(h) == 0 {
+		return dst
+	}
+	dst = append(dst, "NATS/1.0\r\n"...)
+	for k, vs := range h {
+		for _, v := range vs {
+			dst = append(dst, k...)
+			dst = append(dst, ": "...)
+			dst = append(dst, v...)
+			dst = append(dst, "\r\n"...)
+		}
+	}
+	return append(dst, "\r\n"...)
+}
+
+// checkHeader refuses headers that a header block cannot carry as they are: nats.go would
+// rewrite them on the wire (a line break in a value becomes a space), and a pack would be
+// malformed. It also refuses the protocol's own headers, which the publisher sets.
+func checkHeader(h nats.Header) error {
+	for k, vs := range h {
+		if k == "" || strings.ContainsAny(k, ":\r\n \t") {
+			return fmt.Errorf("publisher: header name %q: empty, or with ':', a space or a line break", k)
+		}
+		if k == HeaderSeq || k == HeaderPack {
+			return fmt.Errorf("publisher: header %s is the publisher's own", k)
+		}
+		for _, v := range vs {
+			if strings.ContainsAny(v, "\r\n") {
+				return fmt.Errorf("publisher: header %s: a value with a line break", k)
+			}
+		}
+	}
+	return nil
+}
+
+// queueLocked sends f, a new message: into its subject's open pack, or alone. p.mu must be held.
+func (p *Publisher) queueLocked(f *Future, now time.Time) {
+	if p.opts.MaxPack <= 1 {
+		p.numberLocked(f)
+		p.sendLocked(f, false, now)
+		return
+	}
+	hdr := uvarintLen(uint64(headerBlockLen(f.header)))
+	size := hdr + headerBlockLen(f.header) + uvarintLen(uint64(len(f.data))) + len(f.data)
+	pk := p.packs[f.subject]
+	switch {
+	case size > p.opts.MaxPackBytes:
+		p.flushPacksLocked(now) // the order holds: what was published before goes first
+		p.numberLocked(f)
+		p.sendLocked(f, false, now)
+		return
+	case pk != nil && pk.bytes+size > p.opts.MaxPackBytes:
+		p.flushPacksLocked(now)
+		pk = nil
+	case pk == nil && len(p.open) >= maxOpenPacks:
+		p.flushPacksLocked(now)
+	}
+	if pk == nil {
+		pk = p.newPackLocked(f.subject)
+	}
+	pk.futs = append(pk.futs, f)
+	pk.bytes += size
+	p.unsent++
+	switch {
+	case len(pk.futs) >= p.opts.MaxPack:
+		p.flushPacksLocked(now)
+	case len(p.open) == 1 && len(pk.futs) == 1:
+		select { // the linger starts
+		case p.packKick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// numberLocked gives f the next sequence. p.mu must be held.
+func (p *Publisher) numberLocked(f *Future) {
+	f.seq = p.next
+	p.next++
+	p.ring[f.seq%p.window] = f
+}
+
+// newPackLocked opens subject's pack, reusing a spare one.
+func (p *Publisher) newPackLocked(subject string) *pack {
+	var pk *pack
+	if n := len(p.spare); n > 0 {
+		pk, p.spare = p.spare[n-1], p.spare[:n-1]
+	} else {
+		pk = &pack{}
+	}
+	pk.subject = subject
+	p.packs[subject] = pk
+	p.open = append(p.open, pk)
+	return pk
+}
+
+// takePacksLocked closes every open pack and returns them, oldest first; the caller hands them
+// back with sparePacksLocked.
+func (p *Publisher) takePacksLocked() []*pack {
+	open := p.open
+	p.open = p.spareOpen[:0]
+	p.spareOpen = nil
+	clear(p.packs)
+	p.unsent = 0
+	return open
+}
+
+func (p *Publisher) sparePacksLocked(open []*pack) {
+	for _, pk := range open {
+		clear(pk.futs)
+		pk.futs, pk.bytes, pk.subject = pk.futs[:0], 0, ""
+		p.spare = append(p.spare, pk)
+	}
+	clear(open)
+	p.spareOpen = open[:0]
+}
+
+// flushPacksLocked numbers and sends the open packs, oldest first. p.mu must be held.
+func (p *Publisher) flushPacksLocked(now time.Time) {
+	if len(p.open) == 0 {
+		return
+	}
+	open := p.takePacksLocked()
+	for _, pk := range open {
+		for _, f := range pk.futs {
+			p.numberLocked(f)
+		}
+		p.sendPackLocked(pk, now)
+	}
+	p.sparePacksLocked(open)
+}
+
+// failUnsentLocked fails the messages of the open packs with err (they were never sent). p.mu
+// must be held.
+func (p *Publisher) failUnsentLocked(err error) {
+	open := p.takePacksLocked()
+	for _, pk := range open {
+		for _, f := range pk.futs {
+			p.failLocked(f, err)
+		}
+	}
+	p.sparePacksLocked(open)
+}
+
+// sendPackLocked sends one pack, its messages numbered. p.mu must be held, and no pack may be
+// open (a pack of one goes through sendLocked, which sends the open packs first).
+func (p *Publisher) sendPackLocked(pk *pack, now time.Time) {
+	if len(pk.futs) == 1 {
+		p.sendLocked(pk.futs[0], false, now)
+		return
+	}
+	body := p.packBody[:0]
+	for _, f := range pk.futs {
+		body = binary.AppendUvarint(body, uint64(headerBlockLen(f.header)))
+		body = appendHeaderBlock(body, f.header)
+		body = binary.AppendUvarint(body, uint64(len(f.data)))
+		body = append(body, f.data...)
+	}
+	p.packBody = body
+	h := p.header
+	clear(h)
+	p.hdrBuf = appendSeqHeader(p.hdrBuf[:0], p.stream, pk.futs[0].seq, p.floor, false)
+	p.seqValue[0] = string(p.hdrBuf)
+	h[HeaderSeq] = p.seqValue[:]
+	p.packCount[0] = strconv.Itoa(len(pk.futs))
+	h[HeaderPack] = p.packCount[:]
+	p.msg = nats.Msg{Subject: pk.subject, Reply: p.ackSubject, Header: h, Data: body}
+	err := p.publish(&p.msg)
+	for _, f := range pk.futs {
+		f.sends++
+		f.sentAt, f.retryAt = now, time.Time{}
+		if err != nil {
+			f.lastErr = err
+		}
+	}
+	if err != nil {
+		p.stats.SendErrors++
+	}
+	p.stats.Packs++
+	p.stats.Packed += int64(len(pk.futs))
+}
+
+// packLoop sends the open packs Linger after the first message of the oldest, until Close.
+func (p *Publisher) packLoop() {
+	defer close(p.packDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-p.packKick:
+			timer.Reset(p.opts.Linger)
+			select {
+			case <-timer.C:
+			case <-p.stop:
+				return
+			}
+			p.mu.Lock()
+			p.flushPacksLocked(time.Now())
+			p.mu.Unlock()
+		case <-p.stop:
+			return
+		}
+	}
+}

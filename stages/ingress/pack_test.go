@@ -1,0 +1,209 @@
+package ingress
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+)
+
+// packEntry is one entry to encode in a test pack.
+type packEntry struct {
+	hdr  string // the header block, "" for none
+	data string
+}
+
+// appendPack encodes entries as a pack body (pack.go).
+func appendPack(dst []byte, entries ...packEntry) []byte {
+	for _, e := range entries {
+		dst = binary.AppendUvarint(dst, uint64(len(e.hdr)))
+		dst = append(dst, e.hdr...)
+		dst = binary.AppendUvarint(dst, uint64(len(e.data)))
+		dst = append(dst, e.data...)
+	}
+	return dst
+}
+
+func packMsg(subject, seq, count string, body []byte) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Reply, m.Data = "ack.s", body
+	m.Header.Set(HeaderSeq, seq)
+	m.Header.Set(HeaderPack, count)
+	return m
+}
+
+func TestDecodePack(t *testing.T) {
+	body := appendPack(nil,
+		packEntry{data: "a"},
+		packEntry{hdr: "NATS/1.0\r\nNats-Msg-Id: m2\r\nTrace: x\r\n\r\n", data: "bb"},
+		packEntry{},
+	)
+	m := packMsg("orders.eu", "s 7 3", "3", body)
+	sh, err := parseSeqHeader(m.Header[HeaderSeq])
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, seqs, err := decodePack(m, m.Header[HeaderPack], sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(seqs, []uint64{7, 8, 9}) || len(msgs) != 3 {
+		t.Fatalf("seqs %v, %d messages", seqs, len(msgs))
+	}
+	for i, want := range []string{"a", "bb", ""} {
+		e := msgs[i]
+		if string(e.Data) != want || e.Subject != "orders.eu" || e.Reply != "ack.s" {
+			t.Errorf("entry %d: %q on %q reply %q", i, e.Data, e.Subject, e.Reply)
+		}
+	}
+	if msgs[1].Header.Get(nats.MsgIdHdr) != "m2" || msgs[1].Header.Get("Trace") != "x" || msgs[0].Header != nil {
+		t.Errorf("headers %v, %v", msgs[0].Header, msgs[1].Header)
+	}
+	if cap(msgs[0].Data) != 1 {
+		t.Error("an entry's data may run into the next entry's bytes")
+	}
+}
+
+func TestDecodePackErrors(t *testing.T) {
+	one := appendPack(nil, packEntry{data: "a"})
+	two := appendPack(nil, packEntry{data: "a"}, packEntry{data: "b"})
+	cases := []struct {
+		name, seq, count string
+		body             []byte
+		why              string
+	}{
+		{"count zero", "s 1 0", "0", one, "count"},
+		{"count sign", "s 1 0", "+1", one, "count"},
+		{"count text", "s 1 0", "x", one, "count"},
+		{"count too big", "s 1 0", fmt.Sprint(MaxPackEntries + 1), one, "count"},
+		{"more than the body holds", "s 1 0", "1000", two, "cannot fit"},
+		{"fewer entries than counted", "s 1 0", "2", append(slices.Clone(one), 0), "body ends"},
+		{"bytes after the last", "s 1 0", "1", two, "after the last"},
+		{"length past the end", "s 1 0", "1", []byte{0, 9, 'a'}, "past the body"},
+		{"length overflow", "s 1 0", "1", append([]byte{0}, bytes.Repeat([]byte{0xff}, 11)...), "overflows"},
+		{"bad header block", "s 1 0", "1", appendPack(nil, packEntry{hdr: "HTTP/1.1\r\n\r\n"}), "header block"},
+		{"nested seq", "s 1 0", "1", appendPack(nil, packEntry{hdr: "NATS/1.0\r\nRs-Seq: s 1 0\r\n\r\n"}), "must not carry"},
+		{"nested pack", "s 1 0", "1", appendPack(nil, packEntry{hdr: "NATS/1.0\r\nRs-Pack: 1\r\n\r\n"}), "must not carry"},
+		{"past 2^63-1", "s 9223372036854775807 0", "2", two, "past 2^63-1"},
+	}
+	for _, c := range cases {
+		m := packMsg("x", c.seq, c.count, c.body)
+		sh, err := parseSeqHeader(m.Header[HeaderSeq])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = decodePack(m, m.Header[HeaderPack], sh)
+		if err == nil || !strings.Contains(err.Error(), c.why) || ReplyCode(err) != CodeInvalid {
+			t.Errorf("%s: %v, want an error about %q (400)", c.name, err, c.why)
+		}
+	}
+	m := packMsg("x", "s 1 0", "1", one)
+	m.Header.Add(HeaderPack, "1")
+	if _, _, err := decodePack(m, m.Header[HeaderPack], seqHeader{seq: 1}); err == nil {
+		t.Error("two Rs-Pack values accepted")
+	}
+}
+
+// FuzzSplitPack: any body and count either fails or gives exactly count entries, consecutive
+// sequences, data that are pieces of the body no longer than it, and no Rs-Seq or Rs-Pack
+// header in any entry.
+func FuzzSplitPack(f *testing.F) {
+	f.Add(appendPack(nil, packEntry{data: "a"}, packEntry{hdr: "NATS/1.0\r\nA: b\r\n\r\n", data: "c"}), 2, uint64(1))
+	f.Add(appendPack(nil, packEntry{}), 1, uint64(1<<63-1))
+	f.Add(appendPack(nil, packEntry{hdr: "NATS/1.0\r\nRs-Seq: x\r\n\r\n"}), 1, uint64(5))
+	f.Add([]byte{0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, 1, uint64(1))
+	f.Add([]byte{}, 0, uint64(1))
+	f.Fuzz(func(t *testing.T, body []byte, count int, first uint64) {
+		if count < 1 || count > MaxPackEntries || first == 0 || first > maxSeq-uint64(count-1) {
+			return // decodePack checks these before splitPack
+		}
+		msgs, seqs, err := splitPack(body, count, first, "s", "r")
+		if err != nil {
+			if ReplyCode(err) != CodeInvalid {
+				t.Fatalf("error %v is not a 400", err)
+			}
+			return
+		}
+		if len(msgs) != count || len(seqs) != count {
+			t.Fatalf("%d entries, %d seqs for a count of %d", len(msgs), len(seqs), count)
+		}
+		total := 0
+		for i, m := range msgs {
+			if seqs[i] != first+uint64(i) {
+				t.Fatalf("entry %d: seq %d", i, seqs[i])
+			}
+			if m.Header[HeaderSeq] != nil || m.Header[HeaderPack] != nil {
+				t.Fatalf("entry %d carries the protocol's headers", i)
+			}
+			total += len(m.Data)
+		}
+		if total > len(body) {
+			t.Fatalf("%d bytes of data from a body of %d", total, len(body))
+		}
+	})
+}
+
+// TestBatchedPacks: through a real NATS server, a pack is split into its messages, each stored
+// with its own sequence, id and headers, and acked as the stream's messages; an entry refused
+// for itself (a reserved header name) is refused alone; a malformed pack is refused whole with a
+// plain reply, and nothing of it is stored.
+func TestBatchedPacks(t *testing.T) {
+	b := newBatchedHarness(t, BatchedConfig{})
+	body := appendPack(nil,
+		packEntry{data: "one"},
+		packEntry{hdr: "NATS/1.0\r\nNats-Msg-Id: own-id\r\nTrace: t\r\n\r\n", data: "two"},
+		packEntry{hdr: "NATS/1.0\r\nDELAY: 3\r\n\r\n", data: "refused"},
+		packEntry{data: "four"},
+	)
+	m := packMsg("orders.packed", "P 1 0", "4", body)
+	m.Reply = b.inbox + ".P"
+	if err := b.pub.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	b.send("P", 5, 0, "orders.packed", nil) // a plain batched message after the pack
+	a := b.next()
+	for a.Through < 2 || len(storedSeqs(a))+len(a.Refused) < 5 {
+		more := b.next()
+		a.Stored, a.Refused, a.Through = append(a.Stored, more.Stored...), append(a.Refused, more.Refused...), more.Through
+	}
+	if got := storedSeqs(a); !slices.Equal(got, []uint64{1, 2, 4, 5}) || len(a.Refused) != 1 || a.Refused[0].Seq != 3 ||
+		a.Refused[0].Code != CodeInvalid || a.Through != 2 {
+		t.Fatalf("acks %+v", a)
+	}
+	recs := b.app.snapshot()
+	if len(recs) != 4 {
+		t.Fatalf("%d records stored, want 4", len(recs))
+	}
+	ids := map[string]string{}
+	for _, r := range recs {
+		props := commitlog.Properties(r.rec.Properties)
+		id, _ := props.Get(commitlog.PropUniqKey)
+		ids[string(r.rec.Body)] = string(id)
+		if _, ok := props.Get(HeaderPack); ok {
+			t.Errorf("%s: the pack header was stored", r.rec.Body)
+		}
+		if string(r.rec.Body) == "two" {
+			if v, _ := props.Get("Trace"); string(v) != "t" {
+				t.Errorf("entry two's header Trace = %q", v)
+			}
+		}
+	}
+	if want := map[string]string{"one": "P:1", "two": "own-id", "four": "P:4", "P-5": "P:5"}; !maps.Equal(ids, want) {
+		t.Fatalf("ids %v, want %v", ids, want)
+	}
+
+	bad := packMsg("orders.packed", "Q 1 0", "3", appendPack(nil, packEntry{data: "x"}))
+	if _, err := b.request(bad); err == nil || !strings.Contains(err.Error(), "(400)") {
+		t.Fatalf("a malformed pack: reply %v", err)
+	}
+	if n := len(b.app.snapshot()); n != 4 {
+		t.Fatalf("%d records after a malformed pack, want 4", n)
+	}
+}
