@@ -100,10 +100,12 @@ func (b *batched) publish(ctx context.Context, subject string, body []byte) erro
 }
 
 // onResult is the Publisher's OnResult: one call per future, as it resolves.
-func (b *batched) onResult(f *rspub.Future) {
-	_, err, _ := f.Result() // before b.mu: Result takes the Publisher's lock
+func (b *batched) onResult(f *rspub.Future, _ rspub.Ack, err error) {
 	now := time.Now()
-	seq := f.Seq()
+	var seq uint64
+	if err != nil {
+		seq = f.Seq() // before b.mu: Seq takes the Publisher's lock
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {

@@ -177,14 +177,14 @@ func benchIngest(b *testing.B, mode string, flush engine.FlushMode) {
 }
 
 func runBatched(ctx context.Context, nc *nats.Conn, n, id int, subjects []string, body []byte) ([]time.Duration, error) {
-	sentAt := make([]time.Time, n+1)
 	lat := make([]time.Duration, n+1)
 	var failed atomic.Int64
-	p, err := publisher.New(nc, publisher.Options{Window: benchWindow, OnResult: func(f *publisher.Future) {
-		if _, err, _ := f.Result(); err != nil {
+	p, err := publisher.New(nc, publisher.Options{Window: benchWindow, OnResult: func(f *publisher.Future, a publisher.Ack, err error) {
+		if err != nil {
 			failed.Add(1)
+			return
 		}
-		lat[f.Seq()] = time.Since(sentAt[f.Seq()])
+		lat[a.Seq] = time.Since(f.Published()) // sequences are 1..n, in pack order
 	}})
 	if err != nil {
 		return nil, err
@@ -193,7 +193,6 @@ func runBatched(ctx context.Context, nc *nats.Conn, n, id int, subjects []string
 	start := time.Now()
 	for i := 1; i <= n; i++ {
 		pace(start, i)
-		sentAt[i] = time.Now()
 		if _, err := p.Publish(ctx, subjects[(i*benchPublishers+id)%len(subjects)], body, nil); err != nil {
 			return nil, err
 		}

@@ -44,11 +44,19 @@
 // engine tracks of the stream; at Window messages in flight a publisher runs at Window / ack
 // latency messages per second, so size it to the rate times the sync latency, with room.
 //
+// # Packs
+//
+// By default consecutive messages of one subject go out as one NATS message (a pack, split again
+// by the engine), which removes most of NATS's cost per message: see Options.MaxPack and
+// docs/BATCHED-ACKS.md. A message is numbered when its pack is sent, so Future.Seq is 0 until
+// then. MaxPack 1 sends one NATS message per message.
+//
 // # For benchmarks
 //
 // A load generator needs: one Publisher per simulated producer (its own stream; a connection may
-// carry several), Options.Window as its window, Options.OnResult to take each message's
-// latency (called on the publisher's goroutines as each future resolves; Future.Seq names the
-// message), Flush at the end, and Stats for resends and failures. The engine side reports its
-// half in ingress.Stats.Batched (acks sent, streams, missing, resends found in the store).
+// carry several), Options.Window as its window, Options.OnResult to take each message's outcome
+// and latency (called on the publisher's goroutines as each future resolves; Future.Published is
+// when Publish took it), Flush at the end, and Stats for resends, packs and failures. The engine
+// side reports its half in ingress.Stats.Batched (acks sent, streams, missing, resends found in
+// the store, packs).
 package publisher

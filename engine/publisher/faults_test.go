@@ -226,7 +226,7 @@ func testEngineRestart(t *testing.T, mode engine.FlushMode) {
 	third := make(chan struct{})
 	p := newPublisher(t, nc, publisher.Options{
 		Window: 2048, AckTimeout: 300 * time.Millisecond, MaxRetries: 1000,
-		OnResult: func(f *publisher.Future) {
+		OnResult: func(*publisher.Future, publisher.Ack, error) {
 			if acked.Add(1) == n/3 {
 				close(third)
 			}

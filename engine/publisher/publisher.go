@@ -45,9 +45,10 @@ type Options struct {
 	// RetryDelay is the wait before resending a message the engine refused as unavailable (503,
 	// 507): 100 ms.
 	RetryDelay time.Duration
-	// OnResult, when set, is called with every future as it is answered, in no particular order,
-	// on the publisher's goroutines: it must not block (benchmarks time acks with it).
-	OnResult func(*Future)
+	// OnResult, when set, is called with every future as it is answered, and its outcome (as
+	// Result gives it), in no particular order, on the publisher's goroutines: it must not block
+	// (benchmarks time acks with it).
+	OnResult func(f *Future, a Ack, err error)
 	// MaxPack bounds the messages of one pack (256): consecutive messages of one subject go out
 	// as one NATS message, which the engine splits again (see pack.go and docs/BATCHED-ACKS.md,
 	// "Packs"). 1 turns packing off: one NATS message per message.
@@ -355,7 +356,13 @@ func (p *Publisher) callbacks(answered []*Future) {
 		return
 	}
 	for _, f := range answered {
-		p.opts.OnResult(f)
+		// Resolved, f's outcome no longer changes, and it was set before the lock this goroutine
+		// just released: no need to take it again, once per message, as Result would.
+		a, err := f.ack, f.err
+		if err == nil {
+			a.MsgID = f.msgIDLocked()
+		}
+		p.opts.OnResult(f, a, err)
 	}
 }
 
