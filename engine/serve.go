@@ -106,6 +106,17 @@ type NATSOptions struct {
 	NoBatchedAcks bool
 	MaxStreams    int
 	StreamIdle    time.Duration
+
+	// Partitions turns on partitioned ingest (docs/SCALE-OUT.md, ingress.Partitions): the engine
+	// subscribes to the partitions it owns, "<prefix>.<p>.>", and stores partition p as queue p
+	// of its topic (every topic then has Partitions.Count queues). Subjects and QueueGroup must
+	// be empty.
+	Partitions *ingress.Partitions
+	// PartitionSources are the subjects (each with one or more '*' key tokens) that the
+	// embedded server partitions into Partitions' namespace: the engine adds their mappings
+	// (ingress.PartitionMapping) to the embedded server's global account. Every other server
+	// that accepts publishers must carry the same mappings (`engine partition-map` prints them).
+	PartitionSources []string
 }
 
 // payloadHeadroom is what the embedded server accepts above the body limit, so that a body just
@@ -160,6 +171,8 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 			return nil, err
 		}
 		url = s.nats.ClientURL()
+	} else if len(nopts.PartitionSources) > 0 {
+		return nil, errors.New("partition sources are mappings of the embedded server: with an external server, configure them on every server (engine partition-map prints them)")
 	}
 	if s.Engine, err = Open(opts); err != nil {
 		return nil, err
@@ -186,7 +199,7 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 		StoreHost: opts.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
 		NoReply: nopts.NoReply, Logger: log, Clock: opts.Now, // ingress adds its stage field
 		JetStream: nopts.JetStream, Exclude: apiExcluded(nopts),
-		Batched: s.Engine.batchedConfig(nopts),
+		Batched: s.Engine.batchedConfig(nopts), Partitions: nopts.Partitions,
 	})
 	if err != nil {
 		return nil, err
@@ -399,6 +412,9 @@ func (s *Server) SetLogLevel(level zerolog.Level) {
 }
 
 func (s *Server) subjects() []string {
+	if s.ing != nil {
+		return s.ing.Subjects()
+	}
 	if len(s.opts.Subjects) == 0 {
 		return []string{">"}
 	}
@@ -565,6 +581,32 @@ func (s *Server) startEmbedded(opts Options) error {
 		return fmt.Errorf("embedded nats: not ready on %s within 10s (is the port in use?)", net.JoinHostPort(so.Host, strconv.Itoa(so.Port)))
 	}
 	s.nats = ns
+	return s.addPartitionMappings(ns)
+}
+
+// addPartitionMappings adds the mappings of PartitionSources to the embedded server's global
+// account (before any client connects: a mapping applies where a message enters NATS).
+func (s *Server) addPartitionMappings(ns *server.Server) error {
+	if len(s.opts.PartitionSources) == 0 {
+		return nil
+	}
+	p := s.opts.Partitions
+	if p == nil {
+		return errors.New("partition sources without partitioned ingest")
+	}
+	prefix, count := cmpOr(p.Prefix, ingress.DefaultPartitionPrefix), p.Count
+	if count == 0 {
+		count = ingress.DefaultPartitionCount
+	}
+	for _, src := range s.opts.PartitionSources {
+		dest, err := ingress.PartitionMapping(prefix, count, src)
+		if err != nil {
+			return err
+		}
+		if err := ns.GlobalAccount().AddMapping(src, dest); err != nil {
+			return fmt.Errorf("embedded nats: mapping %q -> %q: %w", src, dest, err)
+		}
+	}
 	return nil
 }
 

@@ -197,6 +197,10 @@ workers: 3
 pending_msgs: -1
 pending_bytes: 32MB
 drain_timeout: "10s"
+partitions: 16
+owned_partitions: "0-3,9"
+partition_prefix: "rmq.q"
+partition_subjects: ["orders.*"]
 js_stream: ORDERS
 js_consumer: store
 js_filter: "orders.eu"
@@ -259,7 +263,9 @@ func TestConfigEveryKey(t *testing.T) {
 	}
 	wantN := engine.NATSOptions{
 		URL: "nats://a:4222,nats://b:4222", Listen: "127.0.0.1:4333", ServerConfig: filepath.Join(dir, "nats.conf"),
-		Subjects: []string{"orders.>", "billing.*"}, QueueGroup: "workers", TopicTokens: 1, QueuesPerTopic: 16,
+		QueueGroup: "workers", TopicTokens: 1, QueuesPerTopic: 16,
+		Partitions:       &ingress.Partitions{Prefix: "rmq.q", Count: 16, Owned: []int{0, 1, 2, 3, 9}},
+		PartitionSources: []string{"orders.*"},
 		KeysHeader: "X-Keys", TagsHeader: "X-Tags", QueueKeyHeader: "X-Shard", Workers: 3,
 		PendingMsgs: -1, PendingBytes: 32 << 20, NoReply: true, Name: "store-1",
 		JetStream: &ingress.JetStreamSource{Stream: "ORDERS", Consumer: "store", FilterSubject: "orders.eu"},

@@ -40,6 +40,8 @@ type cli struct {
 	Offsets offsetsCmd `cmd:"" help:"Print the min/max offsets and store times of a topic's queues, or their offsets for a time."`
 	Topics  topicsCmd  `cmd:"" help:"Print the topics and their queues."`
 	Replay  replayCmd  `cmd:"" help:"Have a running engine publish a topic's messages onto a subject, acked or paced."`
+
+	PartitionMap partitionMapCmd `cmd:"" name:"partition-map" help:"Print the nats-server mappings of partitioned ingest (docs/SCALE-OUT.md)."`
 }
 
 type versionCmd struct{}

@@ -79,6 +79,11 @@ type runCmd struct {
 	PendingBytes   limitSize     `name:"pending-bytes" help:"Bytes the NATS client buffers per subscription before dropping; -1: no limit." default:"64MiB" env:"ENGINE_PENDING_BYTES" group:"Ingress"`
 	DrainTimeout   time.Duration `name:"drain-timeout" help:"At shutdown, how long the subscriptions, then the connection, may take to drain." default:"30s" env:"ENGINE_DRAIN_TIMEOUT" group:"Ingress"`
 
+	Partitions        int      `help:"Partitioned ingest over several engines (docs/SCALE-OUT.md): P, the partitions (and queues) of every topic; 0: off. The NATS servers partition the subjects with a mapping (engine partition-map prints it)." default:"0" env:"ENGINE_PARTITIONS" group:"Partitions"`
+	OwnedPartitions   string   `name:"owned-partitions" help:"The partitions this engine stores: numbers and ranges, comma-separated (0-15,32)." env:"ENGINE_OWNED_PARTITIONS" group:"Partitions"`
+	PartitionPrefix   string   `name:"partition-prefix" help:"The partitions' namespace: partition p's messages come on <prefix>.<p>.<subject>." default:"rmq.p" env:"ENGINE_PARTITION_PREFIX" group:"Partitions"`
+	PartitionSubjects []string `name:"partition-subjects" help:"Subjects the embedded server partitions, each with '*' key tokens (orders.*): their mappings are added to it. Every other server must carry the same." env:"ENGINE_PARTITION_SUBJECTS" group:"Partitions"`
+
 	JSStream   string `name:"js-stream" help:"Pull from this existing JetStream stream instead of subscribing to --subjects: a lossless bridge (each message is acked to the stream once durable here)." env:"ENGINE_JS_STREAM" group:"JetStream bridge"`
 	JSConsumer string `name:"js-consumer" help:"Durable pull consumer on --js-stream (created if missing)." default:"rocketstore" env:"ENGINE_JS_CONSUMER" group:"JetStream bridge"`
 	JSFilter   string `name:"js-filter" help:"Filter subject for a new --js-consumer." env:"ENGINE_JS_FILTER" group:"JetStream bridge"`
@@ -271,6 +276,9 @@ func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions
 	}
 	if r.JSStream != "" {
 		nopts.JetStream = &ingress.JetStreamSource{Stream: r.JSStream, Consumer: r.JSConsumer, FilterSubject: r.JSFilter}
+	}
+	if nopts.Partitions = r.partitionsOf(); nopts.Partitions != nil {
+		nopts.Subjects, nopts.QueuesPerTopic, nopts.PartitionSources = nil, r.Partitions, r.PartitionSubjects
 	}
 	return opts, nopts
 }

@@ -25,6 +25,7 @@ func (r *runCmd) validate() error {
 	v.flush()
 	v.retention()
 	v.ingress()
+	v.partitions()
 	v.connection()
 	v.embedded()
 	v.readAPI()

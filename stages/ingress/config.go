@@ -109,6 +109,12 @@ type Config struct {
 	// then an ordinary property) nor with QueueGroup (a stream split between engines could not
 	// be tracked).
 	Batched *BatchedConfig
+	// Partitions, when set, turns on partitioned ingest (partition.go, docs/SCALE-OUT.md): the
+	// subscriptions are the owned partitions' ("<Prefix>.<p>.>"; Subjects must be empty), a
+	// message's queue is its partition, every topic has Partitions.Count queues
+	// (QueuesPerTopic must be 0 or that), and the stored NATS_SUBJECT is the subject the publisher
+	// used (the part after "<Prefix>.<p>."). Not with JetStream or QueueGroup.
+	Partitions *Partitions
 }
 
 // withDefaults checks c and fills in the defaults.
@@ -134,6 +140,23 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.TopicTokens < 0 {
 		return c, fmt.Errorf("ingress: Config.TopicTokens is %d, must be 0 or more", c.TopicTokens)
+	}
+	if c.Partitions != nil {
+		parts, err := c.Partitions.withDefaults()
+		if err != nil {
+			return c, err
+		}
+		switch {
+		case c.JetStream != nil || c.QueueGroup != "":
+			return c, errors.New("ingress: partitioned ingest takes its partitions' subjects with plain subscriptions: not with JetStream or a queue group")
+		case len(c.Subjects) > 0:
+			return c, fmt.Errorf("ingress: partitioned ingest subscribes to its partitions (%s.<p>.>), not to subjects %q",
+				parts.Prefix, c.Subjects)
+		case c.QueuesPerTopic != 0 && c.QueuesPerTopic != parts.Count:
+			return c, fmt.Errorf("ingress: %d queues per topic with %d partitions: a topic's queues are its partitions",
+				c.QueuesPerTopic, parts.Count)
+		}
+		c.Partitions, c.Subjects, c.QueuesPerTopic = parts, parts.Subjects(), parts.Count
 	}
 	if len(c.Subjects) == 0 {
 		c.Subjects = []string{">"}

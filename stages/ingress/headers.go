@@ -82,7 +82,11 @@ func (b *propBuilder) build(m *nats.Msg, rt *route) (props []byte, msgID string,
 // which it returns msgID "".
 func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props []byte, msgID string, err error) {
 	h := m.Header
-	buf := commitlog.AppendProperty(b.buf[:0], PropNatsSubject, m.Subject)
+	subject := m.Subject
+	if rt.stored != "" {
+		subject = rt.stored
+	}
+	buf := commitlog.AppendProperty(b.buf[:0], PropNatsSubject, subject)
 
 	if ids := h[nats.MsgIdHdr]; len(ids) > 0 {
 		if len(ids) > 1 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,7 +74,7 @@ func New(cfg Config) (*Ingress, error) {
 	in := &Ingress{
 		cfg:       cfg,
 		log:       cfg.Logger.With().Str("stage", "ingress").Logger(),
-		router:    newRouter(Mapping{TopicTokens: cfg.TopicTokens}, cfg.QueuesPerTopic, cfg.QueueKeyHeader, cfg.SubjectCache),
+		router:    newRouter(Mapping{TopicTokens: cfg.TopicTokens}, cfg.QueuesPerTopic, cfg.QueueKeyHeader, cfg.SubjectCache, cfg.Partitions),
 		rejectLog: logLimiter{interval: cfg.LogInterval},
 		failLog:   logLimiter{interval: cfg.LogInterval},
 		replyLog:  logLimiter{interval: cfg.LogInterval},
@@ -102,6 +103,10 @@ func New(cfg Config) (*Ingress, error) {
 	}
 	return in, nil
 }
+
+// Subjects are the subscriptions' subjects (with their defaults: the owned partitions' under
+// partitioned ingest).
+func (in *Ingress) Subjects() []string { return slices.Clone(in.cfg.Subjects) }
 
 // Ready is closed once the subscriptions are live at the server: messages published after it
 // are received. It is never closed if Run fails before that.

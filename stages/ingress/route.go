@@ -24,6 +24,11 @@ type route struct {
 	// whitespace); every message of the subject then gets an error reply.
 	err   error
 	state *topicState
+	// partition is the message's partition, its queue, under partitioned ingest; -1 otherwise.
+	// stored is then the subject the publisher used, stored as NATS_SUBJECT ("" means the
+	// message's own subject).
+	partition int32
+	stored    string
 	// shard is the base of the worker choice: the FNV-1a hash of the topic (of the subject when
 	// err is set, so that rejects spread over the workers too).
 	shard uint32
@@ -38,6 +43,7 @@ type topicState struct {
 
 // router maps subjects to routes and messages to queues and workers. Safe for concurrent use.
 type router struct {
+	parts    *Partitions // nil: not partitioned
 	mapping  Mapping
 	queues   int32
 	keyHdr   string
@@ -45,8 +51,9 @@ type router struct {
 	topics   *boundedCache[string, *topicState]
 }
 
-func newRouter(m Mapping, queues int, keyHdr string, cacheSize int) *router {
+func newRouter(m Mapping, queues int, keyHdr string, cacheSize int, parts *Partitions) *router {
 	return &router{
+		parts:    parts,
 		mapping:  m,
 		queues:   int32(queues),
 		keyHdr:   keyHdr,
@@ -59,13 +66,29 @@ func newRouter(m Mapping, queues int, keyHdr string, cacheSize int) *router {
 func (r *router) route(subject string) *route { return r.subjects.getOrMake(subject, r.makeRoute) }
 
 func (r *router) makeRoute(subject string) *route {
-	rt := &route{}
-	if err := commitlog.CheckProperty(PropNatsSubject, subject); err != nil {
-		rt.err = fmt.Errorf("%w: %w", ErrInvalidSubject, err)
-	} else if err := checkPublishedSubject(subject); err != nil {
-		rt.err = err
-	} else {
-		rt.topic, rt.tags, rt.err = r.mapping.Map(subject)
+	rt := &route{partition: -1}
+	mapped := subject
+	if r.parts != nil {
+		part, rest, ok := r.parts.split(subject)
+		switch {
+		case !ok:
+			rt.err = fmt.Errorf("%w: %.200q is not a partition subject (%s.<partition>.<subject>)", ErrInvalidSubject,
+				subject, r.parts.Prefix)
+		case !r.parts.owns(part):
+			rt.err = fmt.Errorf("%w: partition %d of %d (subject %.200q); this engine owns %v", ErrNotOwned, part,
+				r.parts.Count, rest, r.parts.Owned)
+		default:
+			rt.partition, rt.stored, mapped = int32(part), rest, rest
+		}
+	}
+	switch {
+	case rt.err != nil:
+	case commitlog.CheckProperty(PropNatsSubject, mapped) != nil:
+		rt.err = fmt.Errorf("%w: %w", ErrInvalidSubject, commitlog.CheckProperty(PropNatsSubject, mapped))
+	case checkPublishedSubject(mapped) != nil:
+		rt.err = checkPublishedSubject(mapped)
+	default:
+		rt.topic, rt.tags, rt.err = r.mapping.Map(mapped)
 	}
 	if rt.err != nil {
 		rt.shard = fnv32(subject)
@@ -82,6 +105,9 @@ func (r *router) makeRoute(subject string) *route {
 func (r *router) queue(m *nats.Msg, rt *route) int32 {
 	if rt.err != nil {
 		return 0
+	}
+	if rt.partition >= 0 {
+		return rt.partition // the server chose it: the mapping hashed the key tokens
 	}
 	if vals := m.Header[r.keyHdr]; len(vals) > 0 {
 		if key := firstKey(vals[0]); key != "" {

@@ -37,7 +37,7 @@ func TestBoundedCacheEvicts(t *testing.T) {
 }
 
 func testRouter(tokens int) *router {
-	return newRouter(Mapping{TopicTokens: tokens}, 4, "Rmq-Keys", 64)
+	return newRouter(Mapping{TopicTokens: tokens}, 4, "Rmq-Keys", 64, nil)
 }
 
 func testBuilder() *propBuilder {

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/rocketstore/engine/stages/ingress"
+)
+
+// Partitioned ingest (docs/SCALE-OUT.md): the run flags' parsing and checks, and the
+// partition-map command that prints the mappings every nats-server must carry.
+
+// parseOwned parses a partition set: comma-separated numbers and inclusive ranges ("0-15,32").
+func parseOwned(s string, count int) ([]int, error) {
+	var out []int
+	seen := map[int]bool{}
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		b := a
+		if err == nil && isRange {
+			b, err = strconv.Atoi(hi)
+		}
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%q: want a number or a range like 4-7", part)
+		case a < 0 || b < a || b >= count:
+			return nil, fmt.Errorf("%q: want partitions from 0 to %d, a range low to high", part, count-1)
+		}
+		for p := a; p <= b; p++ {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no partition")
+	}
+	return out, nil
+}
+
+// partitions checks the partition settings of `engine run`.
+func (v *validator) partitions() {
+	r := v.r
+	if r.Partitions == 0 {
+		for _, key := range []string{"owned_partitions", "partition_subjects"} {
+			if r.sourceOf(key) != sourceDefault {
+				v.bad(key, "needs partitions (the partition count)")
+			}
+		}
+		return
+	}
+	if r.Partitions < 0 || r.Partitions > ingress.MaxPartitions {
+		v.bad("partitions", "%d: want 1 to %d (0: partitioned ingest off)", r.Partitions, ingress.MaxPartitions)
+		return
+	}
+	if _, err := parseOwned(r.OwnedPartitions, r.Partitions); err != nil {
+		v.bad("owned_partitions", "%v: partitioned ingest needs the partitions this engine stores", err)
+	}
+	if r.sourceOf("subjects") != sourceDefault {
+		v.bad("subjects", "not with partitions: the engine subscribes to its partitions (%s.<p>.>)", r.PartitionPrefix)
+	}
+	if r.QueueGroup != "" || r.JSStream != "" {
+		v.bad("partitions", "not with queue_group or js_stream: each partition has one owner, subscribed plainly")
+	}
+	if r.sourceOf("queues") != sourceDefault && r.Queues != r.Partitions {
+		v.bad("queues", "%d with %d partitions: a topic's queues are its partitions", r.Queues, r.Partitions)
+	}
+	if _, err := (&ingress.Partitions{Prefix: r.PartitionPrefix, Count: r.Partitions, Owned: []int{0}}).Check(); err != nil {
+		v.bad("partition_prefix", "%v", err)
+	}
+	for _, src := range r.PartitionSubjects {
+		if _, err := ingress.PartitionMapping(r.PartitionPrefix, r.Partitions, src); err != nil {
+			v.bad("partition_subjects", "%v", err)
+		}
+	}
+	if len(r.PartitionSubjects) > 0 && r.Server != "" {
+		v.bad("partition_subjects", "mappings of the embedded server: with an external one (--server), give them to every server (engine partition-map prints them)")
+	}
+}
+
+// partitionsOf is the ingress configuration of the partition settings (nil when off); validate
+// has checked them.
+func (r *runCmd) partitionsOf() *ingress.Partitions {
+	if r.Partitions == 0 {
+		return nil
+	}
+	owned, _ := parseOwned(r.OwnedPartitions, r.Partitions)
+	return &ingress.Partitions{Prefix: r.PartitionPrefix, Count: r.Partitions, Owned: owned}
+}
+
+// partitionMapCmd prints the mappings of partitioned ingest as a nats-server configuration block.
+type partitionMapCmd struct {
+	Partitions int      `help:"The partition count P of every topic (chosen once: it decides which partition a key is in)." default:"64"`
+	Prefix     string   `name:"partition-prefix" help:"The partitions' namespace: a message of partition p is published to <prefix>.<p>.<its subject>." default:"rmq.p"`
+	Subjects   []string `arg:"" help:"Subjects to partition, each with one or more '*' tokens: the key (for example orders.* or orders.*.>)."`
+	out        io.Writer // os.Stdout when nil (tests)
+}
+
+func (c *partitionMapCmd) Run() error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Partitioned ingest: %d partitions under %s (engine partition-map).\n", c.Partitions, c.Prefix)
+	b.WriteString("# Every nats-server that accepts publishers must carry exactly these mappings (in the\n")
+	b.WriteString("# publishers' account; here the default one): a message is mapped where it enters NATS.\n")
+	b.WriteString("mappings {\n")
+	for _, src := range c.Subjects {
+		dest, err := ingress.PartitionMapping(c.Prefix, c.Partitions, src)
+		if err != nil {
+			return &configError{err}
+		}
+		fmt.Fprintf(&b, "  %q: %q\n", src, dest)
+	}
+	b.WriteString("}\n")
+	out := c.out
+	if out == nil {
+		out = os.Stdout
+	}
+	_, err := io.WriteString(out, b.String())
+	return err
+}

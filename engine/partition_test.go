@@ -1,0 +1,282 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/natstest"
+	"github.com/rocketstore/engine/stages/ingress"
+)
+
+// Partitioned ingest on a NATS cluster (docs/SCALE-OUT.md): three servers joined by routes, the
+// same partition mapping on each, three engines on three servers each owning a third of the
+// partitions, publishers on every server.
+
+const (
+	partCount  = 8
+	partSource = "orders.*"
+)
+
+// partCluster starts the servers with the mapping of partSource into partCount partitions.
+func partCluster(t *testing.T) *natstest.Cluster {
+	dest, err := ingress.PartitionMapping(ingress.DefaultPartitionPrefix, partCount, partSource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return natstest.StartCluster(t, 3, map[string]string{partSource: dest})
+}
+
+// owned is engine i's share of the partitions: those equal to i mod 3.
+func owned(i int) []int {
+	var out []int
+	for p := i; p < partCount; p += 3 {
+		out = append(out, p)
+	}
+	return out
+}
+
+// servePartitions starts an engine on dir, connected to url, owning parts; it waits until every
+// server of c knows its subscriptions.
+func servePartitions(t *testing.T, c *natstest.Cluster, url, dir string, parts []int) *served {
+	t.Helper()
+	opts := testOptions(t, dir)
+	opts.FlushMode = FlushAsync
+	s := serve(t, opts, NATSOptions{URL: url, TopicTokens: 1, NoReadAPI: true,
+		Partitions: &ingress.Partitions{Count: partCount, Owned: parts}})
+	for _, p := range parts {
+		c.WaitInterest(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, p) + ".orders.x")
+	}
+	return s
+}
+
+// partMsg is publisher pub's message n, for key.
+func partMsg(pub, n int, key string) *nats.Msg {
+	m := nats.NewMsg("orders." + key)
+	m.Header.Set(nats.MsgIdHdr, fmt.Sprintf("p%d-%d", pub, n))
+	m.Data = fmt.Appendf(nil, "%d|%d|%s", pub, n, key)
+	return m
+}
+
+// publishPipelined sends msgs on nc, all at once (in order, over one connection), with replies to
+// an inbox of its own, and returns the replies, in msgs' order.
+func publishPipelined(t *testing.T, nc *nats.Conn, msgs []*nats.Msg) []*nats.Msg {
+	t.Helper()
+	inbox := nc.NewInbox()
+	replies := make(chan *nats.Msg, len(msgs))
+	sub, err := nc.ChanSubscribe(inbox+".*", replies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	for i, m := range msgs {
+		m.Reply = inbox + "." + strconv.Itoa(i)
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := make([]*nats.Msg, len(msgs))
+	deadline := time.NewTimer(serveTimeout)
+	defer deadline.Stop()
+	for range msgs {
+		select {
+		case r := <-replies:
+			i, _ := strconv.Atoi(r.Subject[len(inbox)+1:])
+			out[i] = r
+		case <-deadline.C:
+			t.Fatal("replies missing")
+		}
+	}
+	return out
+}
+
+// partStored is what one engine stored, read back queue by queue in offset order.
+type partStored struct {
+	queue int32
+	body  string
+	id    string
+	subj  string
+}
+
+func readPartitions(t *testing.T, e *Engine) []partStored {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), serveTimeout)
+	defer cancel()
+	if err := e.WaitDispatched(ctx, e.Offsets().Written); err != nil {
+		t.Fatal(err)
+	}
+	var out []partStored
+	for _, ti := range e.Topics() {
+		for _, q := range ti.Queues {
+			for off := int64(0); ; {
+				res, err := e.Get(ctx, GetRequest{Topic: ti.Name, QueueID: q, Offset: off, Max: 1024, MaxBytes: 8 << 20})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(res.Messages) == 0 {
+					break
+				}
+				for _, m := range res.Messages {
+					if m.Topic != "orders" {
+						t.Fatalf("topic %q", m.Topic)
+					}
+					out = append(out, partStored{queue: m.QueueID, body: string(m.Body), id: m.UniqKey,
+						subj: m.Properties[ingress.PropNatsSubject]})
+				}
+				off = res.NextOffset
+			}
+		}
+	}
+	return out
+}
+
+// TestPartitionedIngestCluster: every message is stored exactly once, by its partition's owner,
+// in the queue of its partition (FNV-1a of the key mod P, as the server's mapping computes it),
+// with the publisher's subject, and in each publisher's order per key, although publishers and
+// engines sit on different servers. Then an engine is stopped: a request for one of its
+// partitions gets no responders at once, and once the engine is back (on another server) the
+// retry with the same Nats-Msg-Id is stored, once.
+func TestPartitionedIngestCluster(t *testing.T) {
+	const pubs, perPub, keys = 3, 400, 40
+	c := partCluster(t)
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	engines := make([]*served, 3)
+	for i := range engines {
+		engines[i] = servePartitions(t, c, c.URL(i), dirs[i], owned(i))
+	}
+	for p := range pubs {
+		nc, err := nats.Connect(c.URL((p+1)%3), nats.Name(fmt.Sprintf("pub-%d", p)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		msgs := make([]*nats.Msg, perPub)
+		for n := range msgs {
+			msgs[n] = partMsg(p, n, fmt.Sprintf("k%d", (n*7+p)%keys))
+		}
+		for i, r := range publishPipelined(t, nc, msgs) {
+			if a, err := ingress.ParseReply(r.Data); err != nil || a.Topic != "orders" {
+				t.Fatalf("publisher %d message %d: %+v, %v", p, i, a, err)
+			}
+		}
+	}
+
+	seen := map[string]int{}
+	for i, s := range engines {
+		stored := readPartitions(t, s.Engine)
+		last := map[string]int{} // "pub|key" -> last n
+		for _, m := range stored {
+			f := strings.Split(m.body, "|")
+			pub, _ := strconv.Atoi(f[0])
+			n, _ := strconv.Atoi(f[1])
+			key := f[2]
+			want := ingress.PartitionOf(key, partCount)
+			if int(m.queue) != want || want%3 != i {
+				t.Fatalf("engine %d stored key %s in queue %d; its partition is %d (engine %d)", i, key, m.queue, want, want%3)
+			}
+			if m.subj != "orders."+key || m.id != fmt.Sprintf("p%d-%d", pub, n) {
+				t.Fatalf("engine %d: subject %q, id %q for %s", i, m.subj, m.id, m.body)
+			}
+			k := f[0] + "|" + key
+			if prev, ok := last[k]; ok && n <= prev {
+				t.Fatalf("engine %d: publisher %d key %s: message %d stored after %d", i, pub, key, n, prev)
+			}
+			last[k] = n
+			seen[m.id]++
+		}
+		t.Logf("engine %d (partitions %v) stored %d messages", i, owned(i), len(stored))
+	}
+	if len(seen) != pubs*perPub {
+		t.Fatalf("%d distinct messages stored, want %d", len(seen), pubs*perPub)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s stored %d times", id, n)
+		}
+	}
+
+	// Engine 2 stops: its partitions have no subscriber anywhere.
+	if err := engines[2].shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	p2 := owned(2)[0]
+	c.WaitNoInterest(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, p2) + ".orders.x")
+	key := ""
+	for k := range 1000 {
+		if ingress.PartitionOf(fmt.Sprintf("r%d", k), partCount) == p2 {
+			key = fmt.Sprintf("r%d", k)
+			break
+		}
+	}
+	nc, err := nats.Connect(c.URL(0), nats.Name("retrier"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	retry := partMsg(9, 0, key)
+	if _, err := nc.RequestMsg(retry, serveTimeout); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("partition %d without its engine: %v, want no responders", p2, err)
+	}
+	// Back, on another server: the retry is stored once, and a second retry is a duplicate.
+	engines[2] = servePartitions(t, c, c.URL(1), dirs[2], owned(2))
+	for range 2 {
+		r, err := nc.RequestMsg(partMsg(9, 0, key), serveTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, err := ingress.ParseReply(r.Data); err != nil || a.QueueID != int32(p2) {
+			t.Fatalf("retry: %+v, %v", a, err)
+		}
+	}
+	n := 0
+	for _, m := range readPartitions(t, engines[2].Engine) {
+		if m.id == "p9-0" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("the retried message is stored %d times", n)
+	}
+}
+
+// TestPartitionSubscriptions: an engine subscribes to its partitions only: a message for one of
+// them is stored in the partition's queue; one for another partition, or with a partition
+// number in another spelling, finds no responder (ingress refuses such a message with a 503 if it
+// comes all the same: see the ingress tests).
+func TestPartitionSubscriptions(t *testing.T) {
+	s := serve(t, testOptions(t, t.TempDir()), NATSOptions{NoReadAPI: true,
+		Partitions: &ingress.Partitions{Count: 4, Owned: []int{0, 1}}})
+	nc := connect(t, s, "pub")
+	for _, c := range []struct {
+		subject string
+		code    int
+	}{
+		{"rmq.p.1.orders.a", 0},
+		{"rmq.p.01.orders.a", -1}, // not subscribed: no responders
+		{"rmq.p.2.orders.a", -1},
+	} {
+		r, err := nc.Request(c.subject, []byte("x"), serveTimeout)
+		switch {
+		case c.code == -1:
+			if !errors.Is(err, nats.ErrNoResponders) {
+				t.Errorf("%s: %v, want no responders", c.subject, err)
+			}
+			continue
+		case err != nil:
+			t.Fatalf("%s: %v", c.subject, err)
+		}
+		a, err := ingress.ParseReply(r.Data)
+		if err != nil || a.QueueID != 1 {
+			t.Errorf("%s: %+v, %v", c.subject, a, err)
+		}
+	}
+	if got := s.subjects(); len(got) != 2 || got[0] != "rmq.p.0.>" || got[1] != "rmq.p.1.>" {
+		t.Errorf("subjects %v", got)
+	}
+}

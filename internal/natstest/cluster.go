@@ -1,0 +1,152 @@
+// Package natstest runs clusters of embedded nats-servers on loopback for tests: N servers joined
+// by routes in one process, each with its own global account and the same subject mappings (an
+// *Account cannot be shared between servers' options: NewServer clears its mappings), and waits
+// on what the servers report (routes up, interest propagated) rather than on time.
+package natstest
+
+import (
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// WaitTimeout bounds every wait of this package.
+const WaitTimeout = 20 * time.Second
+
+// Cluster is a running cluster of servers.
+type Cluster struct {
+	t       testing.TB
+	Servers []*server.Server
+	// Mappings are every server's global account mappings, source -> destination.
+	Mappings map[string]string
+}
+
+// StartCluster starts n servers named S0, S1... on 127.0.0.1 (random client and route ports), S1
+// and later routed to S0, each with mappings in a global account of its own, and waits until every
+// server has a route to every other. They are shut down when the test ends.
+func StartCluster(t testing.TB, n int, mappings map[string]string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, Mappings: mappings}
+	for i := range n {
+		c.Servers = append(c.Servers, c.start(i, nil))
+	}
+	c.WaitRoutes()
+	return c
+}
+
+// start starts server i, routed to S0 unless it is S0; routes replaces that when set.
+func (c *Cluster) start(i int, routes []*url.URL) *server.Server {
+	c.t.Helper()
+	acc := server.NewAccount(server.DEFAULT_GLOBAL_ACCOUNT)
+	for src, dest := range c.Mappings {
+		if err := acc.AddMapping(src, dest); err != nil {
+			c.t.Fatalf("mapping %q -> %q: %v", src, dest, err)
+		}
+	}
+	o := &server.Options{
+		ServerName: fmt.Sprintf("S%d", i), Host: "127.0.0.1", Port: server.RANDOM_PORT,
+		NoLog: true, NoSigs: true,
+		Cluster:  server.ClusterOpts{Name: "natstest", Host: "127.0.0.1", Port: server.RANDOM_PORT},
+		Accounts: []*server.Account{acc},
+	}
+	switch {
+	case routes != nil:
+		o.Routes = routes
+	case i > 0:
+		o.Routes = server.RoutesFromStr(fmt.Sprintf("nats://127.0.0.1:%d", c.Servers[0].ClusterAddr().Port))
+	}
+	s, err := server.NewServer(o)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(WaitTimeout) {
+		c.t.Fatalf("server S%d not ready", i)
+	}
+	c.t.Cleanup(s.Shutdown)
+	return s
+}
+
+// URL is server i's client URL.
+func (c *Cluster) URL(i int) string { return c.Servers[i].ClientURL() }
+
+// Kill shuts server i down (its clients reconnect to the others if they know them).
+func (c *Cluster) Kill(i int) {
+	c.Servers[i].Shutdown()
+	c.Servers[i].WaitForShutdown()
+}
+
+// Up lists the servers still running.
+func (c *Cluster) Up() []*server.Server {
+	var up []*server.Server
+	for _, s := range c.Servers {
+		if s.Running() {
+			up = append(up, s)
+		}
+	}
+	return up
+}
+
+// WaitRoutes waits until every running server has a route to every other running one.
+func (c *Cluster) WaitRoutes() {
+	c.t.Helper()
+	up := c.Up()
+	c.WaitFor("routes", func() bool {
+		for _, s := range up {
+			if s.NumRemotes() != len(up)-1 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// WaitInterest waits until every running server knows of a subscription matching each subject
+// (interest crosses routes asynchronously: a message published on one server right after a
+// subscription on another may find no one).
+func (c *Cluster) WaitInterest(subjects ...string) {
+	c.t.Helper()
+	c.WaitFor(fmt.Sprintf("interest in %v", subjects), func() bool {
+		for _, s := range c.Up() {
+			for _, subj := range subjects {
+				if !s.GlobalAccount().SubscriptionInterest(subj) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// WaitNoInterest waits until no running server knows of a subscription matching subject.
+func (c *Cluster) WaitNoInterest(subject string) {
+	c.t.Helper()
+	c.WaitFor("no interest in "+subject, func() bool {
+		for _, s := range c.Up() {
+			if s.GlobalAccount().SubscriptionInterest(subject) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// WaitFor checks cond every millisecond until it holds, for at most WaitTimeout. It is for server
+// state that has no event to wait on (routes, interest); nothing else should poll.
+func (c *Cluster) WaitFor(what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.NewTimer(WaitTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			c.t.Fatalf("natstest: %s: not reached within %v", what, WaitTimeout)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package ingress
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// TestPartitionOfMatchesServer: PartitionOf and PartitionMapping give the partition nats-server's
+// own subject transform gives, for keys of every shape, one and two key tokens.
+func TestPartitionOfMatchesServer(t *testing.T) {
+	for _, c := range []struct {
+		source  string
+		subject func(k string) string
+		key     func(k string) string
+	}{
+		{"orders.*", func(k string) string { return "orders." + k }, func(k string) string { return k }},
+		{"orders.*.>", func(k string) string { return "orders." + k + ".paid.eu" }, func(k string) string { return k }},
+		{"a.*.b.*", func(k string) string { return "a." + k + ".b.x" + k }, func(k string) string { return k + "x" + k }},
+	} {
+		for _, count := range []int{1, 8, 64, 1000} {
+			dest, err := PartitionMapping("rmq.p", count, c.source)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := server.NewSubjectTransform(c.source, dest)
+			if err != nil {
+				t.Fatalf("%s -> %s: %v", c.source, dest, err)
+			}
+			for i := range 300 {
+				k := fmt.Sprintf("key-%d-%s", i, strings.Repeat("é", i%3))
+				got, err := tr.Match(c.subject(k))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := fmt.Sprintf("rmq.p.%d.%s", PartitionOf(c.key(k), count), c.subject(k))
+				if got != want {
+					t.Fatalf("%s (%s): server %q, ours %q", c.subject(k), dest, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestPartitionMappingErrors(t *testing.T) {
+	for _, src := range []string{"orders", "orders.>", "*.x", ">", "rmq.p.x.*", "rmq.p", "a..*", ""} {
+		if dest, err := PartitionMapping("rmq.p", 8, src); err == nil {
+			t.Errorf("%q: %q accepted", src, dest)
+		}
+	}
+	if _, err := (&Partitions{Count: 8}).withDefaults(); err == nil {
+		t.Error("no owned partition accepted")
+	}
+	for _, p := range []Partitions{{Count: 8, Owned: []int{8}}, {Count: -1, Owned: []int{0}}, {Count: MaxPartitions + 1, Owned: []int{0}},
+		{Prefix: "$rmq", Owned: []int{0}}, {Prefix: "a.*", Owned: []int{0}}} {
+		if _, err := p.withDefaults(); err == nil {
+			t.Errorf("%+v accepted", p)
+		}
+	}
+}
+
+// TestPartitionRoutes: a partition subject routes to its partition's queue with the publisher's
+// subject as NATS_SUBJECT and the rest of the mapping applied to it; a partition not owned is
+// refused with 503, a subject not in the namespace's form with 400.
+func TestPartitionRoutes(t *testing.T) {
+	parts, err := (&Partitions{Count: 16, Owned: []int{3, 5, 3}}).withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parts.Subjects(); len(got) != 2 || got[0] != "rmq.p.3.>" || got[1] != "rmq.p.5.>" {
+		t.Fatalf("subjects %v", got)
+	}
+	r := newRouter(Mapping{TopicTokens: 1}, 16, DefaultKeysHeader, 64, parts)
+	rt := r.route("rmq.p.5.orders.alice.x")
+	m := nats.NewMsg("rmq.p.5.orders.alice.x")
+	m.Header.Set(DefaultKeysHeader, "other-key") // the partition decides, not the key
+	if rt.err != nil || rt.topic != "orders" || rt.tags != "alice.x" || rt.stored != "orders.alice.x" || r.queue(m, rt) != 5 {
+		t.Fatalf("route %+v, queue %d", rt, r.queue(m, rt))
+	}
+	for subject, code := range map[string]int{
+		"rmq.p.4.orders.a":   CodeUnavailable,
+		"rmq.p.05.orders.a":  CodeInvalid,
+		"rmq.p.+5.orders.a":  CodeInvalid,
+		"rmq.p.5":            CodeInvalid,
+		"rmq.p.5.":           CodeInvalid,
+		"rmq.p.99999.a":      CodeInvalid,
+		"rmq.q.5.orders.a":   CodeInvalid,
+		"rmq.p.5.orders..a":  CodeInvalid,
+		"rmq.p.16.orders.ab": CodeUnavailable,
+	} {
+		rt := r.route(subject)
+		if rt.err == nil || ReplyCode(rt.err) != code {
+			t.Errorf("%s: %v (code %d), want %d", subject, rt.err, ReplyCode(rt.err), code)
+		}
+		if code == CodeUnavailable && !errors.Is(rt.err, ErrNotOwned) {
+			t.Errorf("%s: %v is not ErrNotOwned", subject, rt.err)
+		}
+	}
+}
