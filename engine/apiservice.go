@@ -118,6 +118,16 @@ func startAPI(e *Engine, nc *nats.Conn, nopts NATSOptions, log zerolog.Logger) (
 	meta["store_host"] = o.StoreHost.String()
 	meta["api_prefix"] = s.prefix
 	meta["index"] = strconv.FormatBool(!o.NoIndex)
+	var parts *ingress.Partitions
+	if nopts.Partitions != nil {
+		var err error
+		if parts, err = nopts.Partitions.Check(); err != nil {
+			s.cancel()
+			return nil, err
+		}
+		meta["partitions"] = formatPartitions(parts.Owned)
+		meta["partition_count"] = strconv.Itoa(parts.Count)
+	}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:    api.ServiceName,
 		Version: version,
@@ -153,6 +163,12 @@ func startAPI(e *Engine, nc *nats.Conn, nopts NATSOptions, log zerolog.Logger) (
 		if err := g.AddEndpoint(ep.name, ep.h, micro.WithEndpointMetadata(map[string]string{"description": ep.doc})); err != nil {
 			s.stop()
 			return nil, fmt.Errorf("read API: endpoint %s: %w", ep.name, err)
+		}
+	}
+	if parts != nil {
+		if err := s.addPartitionEndpoints(svc, parts); err != nil {
+			s.stop()
+			return nil, err
 		}
 	}
 	return s, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/internal/natstest"
 	"github.com/rocketstore/engine/stages/ingress"
 )
@@ -48,7 +51,7 @@ func servePartitions(t *testing.T, c *natstest.Cluster, url, dir string, parts [
 	t.Helper()
 	opts := testOptions(t, dir)
 	opts.FlushMode = FlushAsync
-	s := serve(t, opts, NATSOptions{URL: url, TopicTokens: 1, NoReadAPI: true,
+	s := serve(t, opts, NATSOptions{URL: url, TopicTokens: 1,
 		Partitions: &ingress.Partitions{Count: partCount, Owned: parts}})
 	for _, p := range parts {
 		c.WaitInterest(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, p) + ".orders.x")
@@ -278,5 +281,146 @@ func TestPartitionSubscriptions(t *testing.T) {
 	}
 	if got := s.subjects(); len(got) != 2 || got[0] != "rmq.p.0.>" || got[1] != "rmq.p.1.>" {
 		t.Errorf("subjects %v", got)
+	}
+}
+
+// TestPartitionedReads: reads over the cluster of partitioned engines equal those of one engine
+// that owns every partition and took the same messages (its own embedded server, partitioning
+// with --partition-subjects): fan-out offsets, topics and queries by key, queue reads routed to
+// the owner, a key query routed to the key's partition. With an engine stopped, a fan-out query
+// answers partially, naming that engine's partitions.
+func TestPartitionedReads(t *testing.T) {
+	const n, keys = 300, 20
+	c := partCluster(t)
+	engines := make([]*served, 3)
+	for i := range engines {
+		engines[i] = servePartitions(t, c, c.URL(i), t.TempDir(), owned(i))
+	}
+	all := make([]int, partCount)
+	for p := range all {
+		all[p] = p
+	}
+	refOpts := testOptions(t, t.TempDir())
+	refOpts.FlushMode = FlushAsync
+	ref := serve(t, refOpts, NATSOptions{TopicTokens: 1, PartitionSources: []string{partSource},
+		Partitions: &ingress.Partitions{Count: partCount, Owned: all}})
+
+	msgs := func() []*nats.Msg {
+		out := make([]*nats.Msg, n)
+		for i := range out {
+			key := fmt.Sprintf("k%d", i%keys)
+			out[i] = partMsg(0, i, key)
+			out[i].Header.Set(ingress.DefaultKeysHeader, key)
+		}
+		return out
+	}
+	pubCluster, err := nats.Connect(c.URL(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pubCluster.Close()
+	publishPipelined(t, pubCluster, msgs())
+	publishPipelined(t, connect(t, ref, "ref-pub"), msgs())
+	for _, s := range append(slices.Clone(engines), ref) {
+		ctx, cancel := context.WithTimeout(context.Background(), serveTimeout)
+		if err := s.Engine.WaitDispatched(ctx, s.Engine.Offsets().Written); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+
+	ncc, err := nats.Connect(c.URL(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ncc.Close()
+	cl := api.NewClient(ncc, api.WithPartitions(partCount))
+	rc := api.NewClient(connect(t, ref, "ref-reader"))
+	ctx, cancel := context.WithTimeout(context.Background(), serveTimeout)
+	defer cancel()
+
+	gotOffsets, err := cl.OffsetsAll(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOffsets, err := rc.Offsets(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(gotOffsets.Queues, wantOffsets.Queues, func(a, b api.QueueOffsets) bool {
+		return a.QueueID == b.QueueID && a.MinOffset == b.MinOffset && a.MaxOffset == b.MaxOffset
+	}) {
+		t.Fatalf("offsets: fan-out %+v, one engine %+v", gotOffsets.Queues, wantOffsets.Queues)
+	}
+	gotTopics, err := cl.TopicsAll(ctx, api.TopicsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTopics, err := rc.Topics(ctx, api.TopicsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gotTopics.Topics) != 1 || len(wantTopics.Topics) != 1 || gotTopics.Topics[0].Name != "orders" ||
+		!slices.Equal(gotTopics.Topics[0].Queues, wantTopics.Topics[0].Queues) {
+		t.Fatalf("topics: fan-out %+v, one engine %+v", gotTopics.Topics, wantTopics.Topics)
+	}
+
+	ids := func(ms []api.Message) map[string][2]int64 {
+		out := map[string][2]int64{}
+		for _, m := range ms {
+			out[m.UniqKey] = [2]int64{int64(m.QueueID), m.QueueOffset}
+		}
+		return out
+	}
+	for k := range 4 {
+		key := fmt.Sprintf("k%d", k)
+		req := api.QueryRequest{Topic: "orders", Key: key}
+		want, err := rc.Query(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := cl.QueryAll(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		routed, err := cl.QueryKey(ctx, key, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want.Messages) != n/keys || !maps.Equal(ids(got.Messages), ids(want.Messages)) ||
+			!maps.Equal(ids(routed.Messages), ids(want.Messages)) {
+			t.Fatalf("query %s: fan-out %v, routed %v, one engine %v", key, ids(got.Messages), ids(routed.Messages), ids(want.Messages))
+		}
+	}
+	for q := range int32(partCount) {
+		req := api.GetRequest{Topic: "orders", QueueID: q, Offset: 0, Max: n}
+		got, err := cl.Get(ctx, req)
+		if err != nil {
+			t.Fatalf("queue %d: %v", q, err)
+		}
+		want, err := rc.Get(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(ids(got.Messages), ids(want.Messages)) {
+			t.Fatalf("queue %d: routed get %v, one engine %v", q, ids(got.Messages), ids(want.Messages))
+		}
+	}
+
+	// Engine 1 stops: the fan-out answers without its partitions, and says so.
+	if err := engines[1].shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	got, err := cl.QueryAll(short, api.QueryRequest{Topic: "orders", Key: "k0"})
+	var pe *api.PartialError
+	if !errors.As(err, &pe) || !slices.Equal(pe.Missing, owned(1)) || pe.Count != partCount {
+		t.Fatalf("with engine 1 stopped: %v, want a partial answer missing %v", err, owned(1))
+	}
+	for _, m := range got.Messages {
+		if int(m.QueueID)%3 == 1 {
+			t.Fatalf("a message of a stopped engine's partition: %+v", m)
+		}
 	}
 }

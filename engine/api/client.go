@@ -20,9 +20,10 @@ const DefaultTimeout = 5 * time.Second
 // WithTimeout's) applies, plus the wait of a long-polling Get. A server's error reply is
 // returned as *Error (see CodeOf); no engine answering on the subject wraps nats.ErrNoResponders.
 type Client struct {
-	nc      *nats.Conn
-	prefix  string
-	timeout time.Duration
+	nc         *nats.Conn
+	prefix     string
+	timeout    time.Duration
+	partitions int // WithPartitions (partitions.go); 0: not partitioned
 }
 
 // Option configures a Client.
@@ -54,7 +55,7 @@ func NewClient(nc *nats.Conn, opts ...Option) *Client {
 func (c *Client) Get(ctx context.Context, req GetRequest) (*GetReply, error) {
 	var out GetReply
 	wait := time.Duration(min(max(req.WaitMs, 0), MaxWaitMs)) * time.Millisecond
-	return &out, c.request(ctx, EndpointGet, wait, req, &out)
+	return &out, c.requestTo(ctx, c.queueSubject(EndpointGet, req.QueueID), wait, req, &out)
 }
 
 // Msg reads one message by its offset message id (endpoint msg); req may select a body range.
@@ -96,7 +97,7 @@ func (c *Client) Query(ctx context.Context, req QueryRequest) (*QueryReply, erro
 // OffsetForTime returns the first queue offset stored at or after req.Timestamp.
 func (c *Client) OffsetForTime(ctx context.Context, req OffsetForTimeRequest) (int64, error) {
 	var out OffsetForTimeReply
-	if err := c.request(ctx, EndpointOffsetForTime, 0, req, &out); err != nil {
+	if err := c.requestTo(ctx, c.queueSubject(EndpointOffsetForTime, req.QueueID), 0, req, &out); err != nil {
 		return 0, err
 	}
 	return out.Offset, nil
@@ -155,7 +156,11 @@ func (c *Client) Replay(ctx context.Context, req ReplayRequest) (*ReplayReply, e
 
 // request sends req as JSON to the endpoint and decodes the reply into out.
 func (c *Client) request(ctx context.Context, endpoint string, extra time.Duration, req, out any) error {
-	subject := Subject(c.prefix, endpoint)
+	return c.requestTo(ctx, Subject(c.prefix, endpoint), extra, req, out)
+}
+
+// requestTo is request on a given subject.
+func (c *Client) requestTo(ctx context.Context, subject string, extra time.Duration, req, out any) error {
 	data, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("api: %s: %w", subject, err)

@@ -159,7 +159,7 @@ type PullResult struct {
 // result's NextOffset is then the offset after the last of them. Messages too large for the
 // connection come Partial (see PulledMessage).
 func (c *Client) Pull(ctx context.Context, req PullRequest) (*PullResult, error) {
-	subject := Subject(c.prefix, EndpointPull)
+	subject := c.queueSubject(EndpointPull, req.QueueID)
 	data, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("api: %s: %w", subject, err)

@@ -1,0 +1,25 @@
+package api_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/stages/ingress"
+)
+
+// TestPartitionOfAgrees holds the client's partition function to the engine's (which a test in
+// stages/ingress holds to nats-server's mapping).
+func TestPartitionOfAgrees(t *testing.T) {
+	for _, count := range []int{1, 7, 64, 1024} {
+		for i := range 2000 {
+			key := fmt.Sprintf("key-%d-\xff%d", i, i*31)
+			if a, b := api.PartitionOf(key, count), ingress.PartitionOf(key, count); a != b {
+				t.Fatalf("%q mod %d: client %d, engine %d", key, count, a, b)
+			}
+		}
+	}
+	if got := api.PartitionSubject("", 7, api.EndpointGet); got != "$RS.API.p.7.get" {
+		t.Fatalf("subject %q", got)
+	}
+}
