@@ -54,6 +54,9 @@ type Config struct {
 	// NextOffsets are the next queue offsets recovered from the ConsumeQueues; the appender takes
 	// the map over.
 	NextOffsets map[QueueKey]int64
+	// StartOffset, when set, is the first offset of a queue that NextOffsets does not have: a
+	// queue that continues another engine's offsets (a partition taken over); ok false means 0.
+	StartOffset func(QueueKey) (off int64, ok bool)
 	// DedupeWindow and DedupeMax bound the memory of message ids seen (0 turns dedupe off).
 	DedupeWindow time.Duration
 	DedupeMax    int
@@ -194,7 +197,10 @@ func (a *Appender) appendBatch(b *stages.Batch, now time.Time) {
 		var qo int64
 		queued := takesQueueOffset(r.Bytes)
 		if queued {
-			qo = a.offsets[qk]
+			var seen bool
+			if qo, seen = a.offsets[qk]; !seen && a.cfg.StartOffset != nil {
+				qo, _ = a.cfg.StartOffset(qk)
+			}
 		}
 		phys, err := a.cfg.Log.Append(r.Bytes, qo, ts, r.PropCRC)
 		if err != nil {

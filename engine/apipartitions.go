@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/rocketstore/engine/engine/api"
@@ -27,26 +28,27 @@ import (
 // partitionEndpoints are the queue-addressed endpoints served per owned partition.
 var partitionEndpoints = []string{api.EndpointGet, api.EndpointPull, api.EndpointOffsetForTime, api.EndpointQuery}
 
-// addPartitionEndpoints registers the per-partition and the fan-out endpoints of parts.
+// addPartitionEndpoints registers the fan-out endpoints and subscribes the per-partition subjects
+// of the partitions owned now.
 func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Partitions) error {
-	handlers := map[string]micro.HandlerFunc{
+	s.parts = parts
+	s.partHandlers = map[string]micro.HandlerFunc{
 		api.EndpointGet: s.handleGet, api.EndpointPull: s.handlePull,
 		api.EndpointOffsetForTime: s.inline(s.offsetForTime), api.EndpointQuery: s.inline(s.query),
 	}
-	for _, p := range parts.Owned {
-		for _, name := range partitionEndpoints {
-			subject := api.PartitionSubject(s.prefix, p, name)
-			if err := svc.AddEndpoint(fmt.Sprintf("p%d_%s", p, name), handlers[name], micro.WithEndpointSubject(subject),
-				micro.WithEndpointMetadata(map[string]string{"description": fmt.Sprintf("%s, partition %d", name, p)})); err != nil {
-				return fmt.Errorf("read API: endpoint %s: %w", subject, err)
-			}
+	s.partSubs = map[int][]*nats.Subscription{}
+	for _, p := range parts.OwnedNow() {
+		if err := s.servePartition(p); err != nil {
+			return err
 		}
 	}
-	covered := micro.Headers{
-		api.HeaderPartitions:     {formatPartitions(parts.Owned)},
-		api.HeaderPartitionCount: {strconv.Itoa(parts.Count)},
-	}
 	g := svc.AddGroup(s.prefix+"."+api.FanOutToken, micro.WithGroupQueueGroupDisabled())
+	// A queue's history before a handoff is on its former owners: every engine that has the
+	// queue answers a fan-out get from its part of it (api.Client.Get falls back to it).
+	if err := g.AddEndpoint(api.EndpointGet, micro.HandlerFunc(s.handleGet), micro.WithEndpointMetadata(map[string]string{
+		"description": "get from this engine's part of a queue (fan-out: every engine answers)"})); err != nil {
+		return fmt.Errorf("read API: fan-out endpoint get: %w", err)
+	}
 	for _, ep := range []struct {
 		name string
 		op   func([]byte) ([]byte, error)
@@ -65,6 +67,7 @@ func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Par
 		{api.EndpointTopics, s.topics, nil},
 	} {
 		h := micro.HandlerFunc(func(req micro.Request) {
+			covered := s.covered()
 			if !s.enter() {
 				s.respondCovered(req, nil, errShuttingDown, covered)
 				return
@@ -100,6 +103,88 @@ func (s *apiService) respondCovered(req micro.Request, out []byte, err error, co
 		s.log.Warn().Err(rerr).Str("subject", req.Subject()).Int("bytes", len(out)).Msg("read API: could not reply")
 	}
 }
+
+// covered are the headers of a fan-out answer: the partitions owned now.
+func (s *apiService) covered() micro.Headers {
+	return micro.Headers{
+		api.HeaderPartitions:     {formatPartitions(s.parts.OwnedNow())},
+		api.HeaderPartitionCount: {strconv.Itoa(s.parts.Count)},
+	}
+}
+
+// servePartition subscribes the per-partition subjects of partition p (queue subscriptions in
+// the service's queue group: an owner and a standby may share them). Plain subscriptions, not
+// micro endpoints: a partition that moves away must stop being served here, and micro cannot
+// remove one endpoint.
+func (s *apiService) servePartition(p int) error {
+	s.partMu.Lock()
+	defer s.partMu.Unlock()
+	if _, ok := s.partSubs[p]; ok {
+		return nil
+	}
+	var subs []*nats.Subscription
+	for _, name := range partitionEndpoints {
+		h := s.partHandlers[name]
+		subject := api.PartitionSubject(s.prefix, p, name)
+		sub, err := s.nc.QueueSubscribe(subject, micro.DefaultQueueGroup, func(m *nats.Msg) { h(msgRequest{m}) })
+		if err != nil {
+			for _, sub := range subs {
+				_ = sub.Unsubscribe()
+			}
+			return fmt.Errorf("read API: subscribe %s: %w", subject, err)
+		}
+		subs = append(subs, sub)
+	}
+	s.partSubs[p] = subs
+	return s.nc.Flush()
+}
+
+// unservePartition drains the per-partition subscriptions of p (requests under way are
+// answered).
+func (s *apiService) unservePartition(p int) {
+	s.partMu.Lock()
+	defer s.partMu.Unlock()
+	for _, sub := range s.partSubs[p] {
+		if err := sub.Drain(); err != nil {
+			s.log.Debug().Err(err).Str("subject", sub.Subject).Msg("read API: drain")
+		}
+	}
+	delete(s.partSubs, p)
+}
+
+// msgRequest is a micro.Request over a plain subscription's message (servePartition), answered
+// as micro answers.
+type msgRequest struct{ m *nats.Msg }
+
+func (r msgRequest) Respond(data []byte, opts ...micro.RespondOpt) error {
+	out := &nats.Msg{Data: data}
+	for _, o := range opts {
+		o(out)
+	}
+	return r.m.RespondMsg(out)
+}
+
+func (r msgRequest) RespondJSON(v any, opts ...micro.RespondOpt) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return micro.ErrMarshalResponse
+	}
+	return r.Respond(data, opts...)
+}
+
+func (r msgRequest) Error(code, description string, data []byte, opts ...micro.RespondOpt) error {
+	out := &nats.Msg{Header: nats.Header{micro.ErrorHeader: {description}, micro.ErrorCodeHeader: {code}}}
+	for _, o := range opts {
+		o(out)
+	}
+	out.Data = data
+	return r.m.RespondMsg(out)
+}
+
+func (r msgRequest) Data() []byte           { return r.m.Data }
+func (r msgRequest) Headers() micro.Headers { return micro.Headers(r.m.Header) }
+func (r msgRequest) Subject() string        { return r.m.Subject }
+func (r msgRequest) Reply() string          { return r.m.Reply }
 
 // formatPartitions writes a partition set as comma-separated numbers.
 func formatPartitions(ps []int) string {

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +81,13 @@ type apiService struct {
 	stopping bool           // guarded by mu
 	inflight sync.WaitGroup // handlers, long polls and replays under way; Add under mu
 
+	// Partitioned ingest (apipartitions.go): the partitions, the handlers served per partition,
+	// and the subscriptions of the partitions served now (guarded by partMu).
+	parts        *ingress.Partitions
+	partHandlers map[string]micro.HandlerFunc
+	partMu       sync.Mutex
+	partSubs     map[int][]*nats.Subscription
+
 	// Test hooks (atomic: tests set them while the service runs): polling is called by a long
 	// poll's goroutine just before it calls Engine.Get; replayFull is passed to replays as
 	// onWindowFull.
@@ -98,7 +107,7 @@ func hook(p *atomic.Pointer[func()]) func() {
 }
 
 // startAPI registers the micro service and its endpoints on nc.
-func startAPI(e *Engine, nc *nats.Conn, nopts NATSOptions, log zerolog.Logger) (*apiService, error) {
+func startAPI(e *Engine, nc *nats.Conn, nopts NATSOptions, parts *ingress.Partitions, log zerolog.Logger) (*apiService, error) {
 	s := &apiService{
 		e: e, nc: nc, prefix: strings.TrimSuffix(cmpOr(nopts.APIPrefix, api.DefaultPrefix), "."),
 		log:  log.With().Str("stage", "api").Logger(),
@@ -118,14 +127,8 @@ func startAPI(e *Engine, nc *nats.Conn, nopts NATSOptions, log zerolog.Logger) (
 	meta["store_host"] = o.StoreHost.String()
 	meta["api_prefix"] = s.prefix
 	meta["index"] = strconv.FormatBool(!o.NoIndex)
-	var parts *ingress.Partitions
-	if nopts.Partitions != nil {
-		var err error
-		if parts, err = nopts.Partitions.Check(); err != nil {
-			s.cancel()
-			return nil, err
-		}
-		meta["partitions"] = formatPartitions(parts.Owned)
+	if parts != nil {
+		meta["partitions"] = formatPartitions(parts.OwnedNow()) // at the start: handoffs move them
 		meta["partition_count"] = strconv.Itoa(parts.Count)
 	}
 	svc, err := micro.AddService(nc, micro.Config{
@@ -203,6 +206,12 @@ func serviceVersion(v string) (string, map[string]string) {
 
 // stop stops the service and waits for every request under way (see apiService). Idempotent.
 func (s *apiService) stop() {
+	s.partMu.Lock()
+	parts := slices.Collect(maps.Keys(s.partSubs))
+	s.partMu.Unlock()
+	for _, p := range parts {
+		s.unservePartition(p)
+	}
 	if s.svc != nil {
 		if err := s.svc.Stop(); err != nil {
 			s.log.Warn().Err(err).Msg("read API: stopping the service")

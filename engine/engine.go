@@ -42,6 +42,7 @@ type Engine struct {
 
 	log     *commitlog.Log
 	cq      *consumequeue.Store
+	starts  *queueStarts // queuestarts.go
 	index   *indexfile.Service
 	builder *dispatch.Builder
 
@@ -140,6 +141,16 @@ func Open(opts Options) (_ *Engine, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.loadQueueStarts(); err != nil {
+		return nil, err
+	}
+	for k, start := range e.starts.starts {
+		// A queue recovered below its start holds only the blank units before it (a crash
+		// before its first unit): it continues at the start.
+		if off, ok := next[k]; ok && off < start {
+			next[k] = start
+		}
+	}
 	r := e.recovery
 	opts.Logger.Info().Bool("clean_exit", r.CleanExit).Bool("from_checkpoint", r.FromCheckpoint).
 		Int64("start", r.Start).Int64("end", r.End).Int64("records", r.Records).Str("tail", r.Tail).
@@ -202,7 +213,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	}
 	e.appender = appender.New(appender.Config{
 		Log: e.log, In: e.in, Out: acks, Written: e.written, Dispatched: e.dispatched,
-		MaxLag: o.MaxDispatchLag, MaxBatch: o.MaxAppendBatch, NextOffsets: next,
+		MaxLag: o.MaxDispatchLag, MaxBatch: o.MaxAppendBatch, NextOffsets: next, StartOffset: e.starts.start,
 		DedupeWindow: o.DedupeWindow, DedupeMax: dedupeMax, Kick: kick, Now: o.Now,
 		Gate: e.gate,
 	})
@@ -389,6 +400,12 @@ func (e *Engine) closeStores(abort bool) error {
 // (readers see a record from then on), or with the reason it never will be.
 func (e *Engine) WaitDispatched(ctx context.Context, off int64) error {
 	return e.dispatched.Wait(ctx, off)
+}
+
+// WaitDurable waits until the CommitLog is durable (synced) up to off. In async mode that is the
+// next flush.
+func (e *Engine) WaitDurable(ctx context.Context, off int64) error {
+	return e.durable.Wait(ctx, off)
 }
 
 // Offsets are the pipeline's watermarks.

@@ -116,8 +116,13 @@ func readPartitions(t *testing.T, e *Engine) []partStored {
 	}
 	var out []partStored
 	for _, ti := range e.Topics() {
-		for _, q := range ti.Queues {
-			for off := int64(0); ; {
+		qs, err := e.QueueOffsets(ti.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, qo := range qs {
+			q := qo.QueueID
+			for off := qo.Min; ; {
 				res, err := e.Get(ctx, GetRequest{Topic: ti.Name, QueueID: q, Offset: off, Max: 1024, MaxBytes: 8 << 20})
 				if err != nil {
 					t.Fatal(err)

@@ -185,11 +185,6 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 		log.Warn().Int64("server_max_payload", s.conn.MaxPayload()).Int64("max_body", need).
 			Msgf("the NATS server's max_payload is below the body limit: set max_payload to at least %d so that large bodies reach the engine (and get a clear error when over the limit)", need+payloadHeadroom)
 	}
-	if !nopts.NoReadAPI {
-		if s.api, err = startAPI(s.Engine, s.conn, nopts, log); err != nil {
-			return nil, err
-		}
-	}
 	s.ing, err = ingress.New(ingress.Config{
 		Conn: s.conn, Out: s.Engine.in, Subjects: nopts.Subjects, QueueGroup: nopts.QueueGroup,
 		TopicTokens: nopts.TopicTokens, QueuesPerTopic: nopts.QueuesPerTopic,
@@ -203,6 +198,13 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 	})
 	if err != nil {
 		return nil, err
+	}
+	if !nopts.NoReadAPI {
+		// After ingress: under partitioned ingest the API serves the partitions ingress owns,
+		// which move (ingress.Partitions).
+		if s.api, err = startAPI(s.Engine, s.conn, nopts, s.ing.Partitions(), log); err != nil {
+			return nil, err
+		}
 	}
 	ictx, cancel := context.WithCancel(context.Background())
 	s.abortIngress = cancel

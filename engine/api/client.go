@@ -55,7 +55,17 @@ func NewClient(nc *nats.Conn, opts ...Option) *Client {
 func (c *Client) Get(ctx context.Context, req GetRequest) (*GetReply, error) {
 	var out GetReply
 	wait := time.Duration(min(max(req.WaitMs, 0), MaxWaitMs)) * time.Millisecond
-	return &out, c.requestTo(ctx, c.queueSubject(EndpointGet, req.QueueID), wait, req, &out)
+	if err := c.requestTo(ctx, c.queueSubject(EndpointGet, req.QueueID), wait, req, &out); err != nil {
+		return &out, err
+	}
+	if c.partitions > 0 && out.Status == StatusOffsetTooSmall && req.Offset < out.NextOffset {
+		// Below where the queue starts on its owner: the history before a handoff, on a former
+		// owner (partitions.go).
+		if h, ok := c.getHistory(ctx, req); ok {
+			return h, nil
+		}
+	}
+	return &out, nil
 }
 
 // Msg reads one message by its offset message id (endpoint msg); req may select a body range.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -235,15 +236,25 @@ func (c *Client) QueryAll(ctx context.Context, req QueryRequest) (*QueryReply, e
 }
 
 // OffsetsAll gathers the bounds of every queue (partition) of topic from every engine, by queue
-// id. Of two answers for one queue (a standby), the one further ahead is kept.
+// id. A queue on several engines (history before a handoff on its former owner, or a standby)
+// spans them all: the lowest minimum and the highest maximum.
 func (c *Client) OffsetsAll(ctx context.Context, topic string) (*OffsetsReply, error) {
 	out := &OffsetsReply{Topic: topic, Queues: []QueueOffsets{}}
 	byQueue := map[int32]QueueOffsets{}
 	err := gather(ctx, c, EndpointOffsets, OffsetsRequest{Topic: topic}, func(r *OffsetsReply) {
 		for _, q := range r.Queues {
-			if prev, ok := byQueue[q.QueueID]; !ok || q.MaxOffset > prev.MaxOffset {
+			prev, ok := byQueue[q.QueueID]
+			if !ok {
 				byQueue[q.QueueID] = q
+				continue
 			}
+			if q.MinOffset < prev.MinOffset {
+				prev.MinOffset, prev.MinStoreTime = q.MinOffset, q.MinStoreTime
+			}
+			if q.MaxOffset > prev.MaxOffset {
+				prev.MaxOffset, prev.MaxStoreTime = q.MaxOffset, q.MaxStoreTime
+			}
+			byQueue[q.QueueID] = prev
 		}
 	})
 	for _, q := range byQueue {
@@ -278,4 +289,44 @@ func (c *Client) TopicsAll(ctx context.Context, req TopicsRequest) (*TopicsReply
 	}
 	slices.SortFunc(out.Topics, func(a, b TopicInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, err
+}
+
+// historyStall is how long getHistory waits for one more answer before it concludes that no
+// engine holds the offset (retention removed it).
+const historyStall = 250 * time.Millisecond
+
+// getHistory asks every engine (fan-out get) for req, below where the queue starts on its
+// current owner: the first answer that found messages wins. ok is false when none did.
+func (c *Client) getHistory(ctx context.Context, req GetRequest) (*GetReply, bool) {
+	req.WaitMs = 0
+	data, err := json.Marshal(req)
+	if err != nil {
+		return nil, false
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	inbox := c.nc.NewInbox()
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, false
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.PublishRequest(c.prefix+"."+FanOutToken+"."+EndpointGet, inbox, data); err != nil {
+		return nil, false
+	}
+	for {
+		sctx, cancel := context.WithTimeout(ctx, historyStall)
+		m, err := sub.NextMsgWithContext(sctx)
+		cancel()
+		if err != nil {
+			return nil, false
+		}
+		var out GetReply
+		if decodeReply(m, &out) == nil && out.Status == StatusFound {
+			return &out, true
+		}
+	}
 }

@@ -35,6 +35,9 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 		case *markerMeta:
 			tracked = true
 			continue
+		case fence:
+			close(c) // every record the worker took before the fence is past the ack stage
+			continue
 		}
 		if m := jsMsg(r.Ctx); m != nil {
 			if r.Err == nil {

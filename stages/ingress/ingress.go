@@ -57,7 +57,8 @@ type Ingress struct {
 	quit     chan struct{}
 	watchers sync.WaitGroup
 	subsMu   sync.Mutex
-	subs     []*subscription // guarded by subsMu; appended by Run only, never shrunk
+	subs     []*subscription // guarded by subsMu; partitions add and remove theirs (handoff.go)
+	partMu   sync.Mutex      // serializes AddPartition and RemovePartition
 	drops    dropReporter    // owned by Run's goroutine
 	js       *jetStream      // the JetStream source, when Config.JetStream is set
 	// tracker answers batched-ack streams (tracker.go), when Config.Batched is set. It outlives
@@ -106,7 +107,20 @@ func New(cfg Config) (*Ingress, error) {
 
 // Subjects are the subscriptions' subjects (with their defaults: the owned partitions' under
 // partitioned ingest).
-func (in *Ingress) Subjects() []string { return slices.Clone(in.cfg.Subjects) }
+func (in *Ingress) Subjects() []string {
+	if p := in.cfg.Partitions; p != nil {
+		var out []string
+		for _, o := range p.OwnedNow() {
+			out = append(out, PartitionSubject(p.Prefix, o)+".>")
+		}
+		return out
+	}
+	return slices.Clone(in.cfg.Subjects)
+}
+
+// Partitions is the partitioned-ingest configuration (nil when not partitioned); its OwnedNow
+// follows the handoffs.
+func (in *Ingress) Partitions() *Partitions { return in.cfg.Partitions }
 
 // Ready is closed once the subscriptions are live at the server: messages published after it
 // are received. It is never closed if Run fails before that.
@@ -236,6 +250,10 @@ func (in *Ingress) onMsg(m *nats.Msg) {
 		}
 	}
 	rt := in.router.route(m.Subject)
+	if rt.partition >= 0 && !in.cfg.Partitions.owns(int(rt.partition)) {
+		in.reject(m, in.notOwned(int(rt.partition), rt.stored))
+		return
+	}
 	q := in.router.queue(m, rt)
 	w := in.workers[rt.worker(q, len(in.workers))]
 	select {
@@ -268,6 +286,10 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 	in.counters.received.Add(int64(len(entries) - 1))
 	in.tracker.counters.packs.Add(1)
 	rt := in.router.route(m.Subject)
+	if rt.partition >= 0 && !in.cfg.Partitions.owns(int(rt.partition)) {
+		in.reject(m, in.notOwned(int(rt.partition), rt.stored))
+		return
+	}
 	pk := &packInfo{seqHeader: sh}
 	for i := range entries {
 		e := &entries[i]

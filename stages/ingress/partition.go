@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // Partitioned ingest (docs/SCALE-OUT.md). Several engines share a topic's queues: NATS itself
@@ -41,9 +42,10 @@ type Partitions struct {
 	// Count is P, the partitions (and queues) of every topic (DefaultPartitionCount, 64). Chosen
 	// once: a key's partition is its hash mod P, so changing P moves keys between queues.
 	Count int
-	// Owned are the partitions this engine stores, each in [0, Count).
+	// Owned are the partitions this engine stores at the start, each in [0, Count). A
+	// partition moves between engines with Ingress.AddPartition and RemovePartition (handoff.go).
 	Owned []int
-	owned []bool // by partition
+	owned []atomic.Bool // by partition: the partitions owned now
 }
 
 // withDefaults checks p and fills in its defaults.
@@ -67,12 +69,12 @@ func (p *Partitions) withDefaults() (*Partitions, error) {
 	if len(c.Owned) == 0 {
 		return nil, errors.New("ingress: partitioned ingest without an owned partition")
 	}
-	c.owned = make([]bool, c.Count)
+	c.owned = make([]atomic.Bool, c.Count)
 	for _, o := range c.Owned {
 		if o < 0 || o >= c.Count {
 			return nil, fmt.Errorf("ingress: owned partition %d: want 0 to %d", o, c.Count-1)
 		}
-		c.owned[o] = true
+		c.owned[o].Store(true)
 	}
 	c.Owned = slices.Compact(slices.Sorted(slices.Values(c.Owned)))
 	return &c, nil
@@ -113,8 +115,21 @@ func (p *Partitions) split(subject string) (part int, rest string, ok bool) {
 	return n, rest, true
 }
 
-// owns says whether partition part is this engine's.
-func (p *Partitions) owns(part int) bool { return part >= 0 && part < len(p.owned) && p.owned[part] }
+// owns says whether partition part is this engine's now.
+func (p *Partitions) owns(part int) bool {
+	return part >= 0 && part < len(p.owned) && p.owned[part].Load()
+}
+
+// OwnedNow lists the partitions owned now, ascending.
+func (p *Partitions) OwnedNow() []int {
+	var out []int
+	for i := range p.owned {
+		if p.owned[i].Load() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
 
 // PartitionOf is the partition nats-server's {{partition(count, ...)}} gives a key (the chosen
 // wildcard tokens of the subject, concatenated without a separator): FNV-1a (32 bits) mod count.

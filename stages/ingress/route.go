@@ -24,8 +24,8 @@ type route struct {
 	// whitespace); every message of the subject then gets an error reply.
 	err   error
 	state *topicState
-	// partition is the message's partition, its queue, under partitioned ingest; -1 otherwise.
-	// stored is then the subject the publisher used, stored as NATS_SUBJECT ("" means the
+	// partition is the message's partition, its queue, under partitioned ingest; -1 otherwise
+	// (whether it is owned is checked for every message: ownership moves). stored is then the subject the publisher used, stored as NATS_SUBJECT ("" means the
 	// message's own subject).
 	partition int32
 	stored    string
@@ -74,9 +74,6 @@ func (r *router) makeRoute(subject string) *route {
 		case !ok:
 			rt.err = fmt.Errorf("%w: %.200q is not a partition subject (%s.<partition>.<subject>)", ErrInvalidSubject,
 				subject, r.parts.Prefix)
-		case !r.parts.owns(part):
-			rt.err = fmt.Errorf("%w: partition %d of %d (subject %.200q); this engine owns %v", ErrNotOwned, part,
-				r.parts.Count, rest, r.parts.Owned)
 		default:
 			rt.partition, rt.stored, mapped = int32(part), rest, rest
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +41,7 @@ func (s *subscription) readDropped() int64 {
 func (in *Ingress) subscriptions() []*subscription {
 	in.subsMu.Lock()
 	defer in.subsMu.Unlock()
-	return in.subs
+	return slices.Clone(in.subs)
 }
 
 // subscribe makes the subscriptions and waits until the server has them.
@@ -48,58 +49,71 @@ func (in *Ingress) subscribe(ctx context.Context) error {
 	if in.cfg.JetStream != nil {
 		return in.startJetStream(ctx)
 	}
-	nc := in.cfg.Conn
 	for _, subject := range in.cfg.Subjects {
-		s := &subscription{done: make(chan struct{})}
-		handler := func(m *nats.Msg) {
-			s.busy.Store(1)
-			in.onMsg(m)
-			s.busy.Store(0)
-			select {
-			case <-in.stop:
-				// Draining: nats.go may still drop messages that arrive before the server has
-				// the UNSUB, and a closed subscription no longer tells its drop count. A drop
-				// happens while messages are pending, whose callbacks run after it, so reading
-				// the count here catches it (all but a drop with nothing pending: a message
-				// over PendingBytes on its own, arriving after the last callback).
-				s.readDropped()
-			case <-in.abort:
-				s.readDropped()
-			default:
-			}
+		if _, err := in.subscribeOne(subject); err != nil {
+			return err
 		}
-		var err error
-		if in.cfg.QueueGroup != "" {
-			s.sub, err = nc.QueueSubscribe(subject, in.cfg.QueueGroup, handler)
-		} else {
-			s.sub, err = nc.Subscribe(subject, handler)
-		}
-		if err != nil {
-			return fmt.Errorf("ingress: subscribe to %q: %w", subject, err)
-		}
-		sub := s.sub
-		var once sync.Once
-		closeDone := func() { once.Do(func() { close(s.done) }) }
-		sub.SetClosedHandler(func(string) { closeDone() })
-		if !sub.IsValid() {
-			// Closed before the handler was set (the connection closed just now): nats.go may
-			// have read the nil handler already and would never call ours.
-			closeDone()
-		}
-		in.subsMu.Lock()
-		in.subs = append(in.subs, s)
-		in.subsMu.Unlock()
-		if err := sub.SetPendingLimits(in.cfg.PendingMsgs, in.cfg.PendingBytes); err != nil {
-			return fmt.Errorf("ingress: pending limits of %q: %w", subject, err)
-		}
-		in.watchSlow(sub)
 	}
+	return in.confirm(ctx)
+}
+
+// confirm waits until the server has every subscription made so far.
+func (in *Ingress) confirm(ctx context.Context) error {
 	fctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
 	defer cancel()
-	if err := nc.FlushWithContext(fctx); err != nil {
+	if err := in.cfg.Conn.FlushWithContext(fctx); err != nil {
 		return fmt.Errorf("ingress: confirming the subscriptions with the server: %w", err)
 	}
 	return nil
+}
+
+// subscribeOne subscribes to subject and adds the subscription to in.subs.
+func (in *Ingress) subscribeOne(subject string) (*subscription, error) {
+	nc := in.cfg.Conn
+	s := &subscription{done: make(chan struct{})}
+	handler := func(m *nats.Msg) {
+		s.busy.Store(1)
+		in.onMsg(m)
+		s.busy.Store(0)
+		select {
+		case <-in.stop:
+			// Draining: nats.go may still drop messages that arrive before the server has
+			// the UNSUB, and a closed subscription no longer tells its drop count. A drop
+			// happens while messages are pending, whose callbacks run after it, so reading
+			// the count here catches it (all but a drop with nothing pending: a message
+			// over PendingBytes on its own, arriving after the last callback).
+			s.readDropped()
+		case <-in.abort:
+			s.readDropped()
+		default:
+		}
+	}
+	var err error
+	if in.cfg.QueueGroup != "" {
+		s.sub, err = nc.QueueSubscribe(subject, in.cfg.QueueGroup, handler)
+	} else {
+		s.sub, err = nc.Subscribe(subject, handler)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ingress: subscribe to %q: %w", subject, err)
+	}
+	sub := s.sub
+	var once sync.Once
+	closeDone := func() { once.Do(func() { close(s.done) }) }
+	sub.SetClosedHandler(func(string) { closeDone() })
+	if !sub.IsValid() {
+		// Closed before the handler was set (the connection closed just now): nats.go may
+		// have read the nil handler already and would never call ours.
+		closeDone()
+	}
+	in.subsMu.Lock()
+	in.subs = append(in.subs, s)
+	in.subsMu.Unlock()
+	if err := sub.SetPendingLimits(in.cfg.PendingMsgs, in.cfg.PendingBytes); err != nil {
+		return nil, fmt.Errorf("ingress: pending limits of %q: %w", subject, err)
+	}
+	in.watchSlow(sub)
+	return s, nil
 }
 
 // watchSlow forwards the subscription's slow-consumer events to Run until Run ends. Its own

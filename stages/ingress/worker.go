@@ -31,6 +31,8 @@ type job struct {
 	// pack is set for an entry of a pack (pack.go): msg is the entry, and seq its sequence.
 	pack *packInfo
 	seq  uint64
+	// fence, with msg nil, is a fence (handoff.go): closed once the batch it rides in is acked.
+	fence fence
 }
 
 // worker validates and encodes the messages of the (topic, queue)s it owns, in arrival order,
@@ -95,6 +97,10 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 	for i := range jobs {
 		j := &jobs[i]
 		if j.msg == nil {
+			if j.fence != nil {
+				recs = append(recs, stages.Record{Err: errFence, Ctx: j.fence})
+				extra++
+			}
 			marker = max(marker, j.marker)
 			continue
 		}

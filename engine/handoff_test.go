@@ -1,0 +1,214 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/internal/verify"
+	"github.com/rocketstore/engine/stages/ingress"
+)
+
+// TestPartitionHandoff: partition 2 moves from engine A to engine B. A releases it (a request for
+// it then finds no one), B takes it with A's ends and is restarted before any message of it
+// arrives (the start is persisted); afterwards queue orders/2 continues on B at A's end, with no
+// hole and no overlap, A keeps the history before it, and a partition-aware client reads both
+// sides by offset. Nothing is lost or stored twice.
+func TestPartitionHandoff(t *testing.T) {
+	const moved = 2
+	c := partCluster(t)
+	dirA, dirB := t.TempDir(), t.TempDir()
+	a := servePartitions(t, c, c.URL(0), dirA, []int{0, 1, 2, 3})
+	b := servePartitions(t, c, c.URL(1), dirB, []int{4, 5, 6, 7})
+	pub, err := nats.Connect(c.URL(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	publish := func(from, to int) map[int]int { // message -> partition
+		msgs := make([]*nats.Msg, 0, to-from)
+		parts := map[int]int{}
+		for n := from; n < to; n++ {
+			key := fmt.Sprintf("k%d", n%40)
+			m := partMsg(0, n, key)
+			m.Header.Set(ingress.DefaultKeysHeader, key)
+			msgs = append(msgs, m)
+			parts[n] = ingress.PartitionOf(key, partCount)
+		}
+		for i, r := range publishPipelined(t, pub, msgs) {
+			if _, err := ingress.ParseReply(r.Data); err != nil {
+				t.Fatalf("message %d: %v", from+i, err)
+			}
+		}
+		return parts
+	}
+	first := publish(0, 200)
+	n1 := 0
+	for _, p := range first {
+		if p == moved {
+			n1++
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), serveTimeout)
+	defer cancel()
+	ends, err := a.ReleasePartition(ctx, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ends["orders"] != int64(n1) {
+		t.Fatalf("ends %v, want orders at %d", ends, n1)
+	}
+	c.WaitNoInterest(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, moved) + ".orders.x")
+	if _, err := pub.Request(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, moved)+".orders.x", nil, serveTimeout); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("a request for the released partition: %v, want no responders", err)
+	}
+	if err := b.AcquirePartition(ctx, moved, ends); err != nil {
+		t.Fatal(err)
+	}
+	// B restarts before the partition's first message: the start must survive.
+	if err := b.shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	b = servePartitions(t, c, c.URL(1), dirB, []int{2, 4, 5, 6, 7})
+	second := publish(200, 400)
+	n2 := 0
+	for _, p := range second {
+		if p == moved {
+			n2++
+		}
+	}
+
+	queue := func(s *served) QueueOffsets {
+		t.Helper()
+		if err := s.Engine.WaitDispatched(ctx, s.Engine.Offsets().Written); err != nil {
+			t.Fatal(err)
+		}
+		qs, err := s.Engine.QueueOffsets("orders")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range qs {
+			if q.QueueID == moved {
+				return q
+			}
+		}
+		t.Fatalf("no queue %d", moved)
+		return QueueOffsets{}
+	}
+	if qa, qb := queue(a), queue(b); qa.Min != 0 || qa.Max != int64(n1) || qb.Min != int64(n1) || qb.Max != int64(n1+n2) {
+		t.Fatalf("queue %d: A [%d, %d), B [%d, %d); want [0, %d) and [%d, %d)", moved, qa.Min, qa.Max, qb.Min, qb.Max, n1, n1, n1+n2)
+	}
+	// Every message once, in order per key, over both engines' parts of the queue.
+	seen := map[string]int{}
+	for _, s := range []*served{a, b} {
+		for _, m := range readPartitions(t, s.Engine) {
+			seen[m.id]++
+		}
+	}
+	if len(seen) != 400 {
+		t.Fatalf("%d messages stored, want 400", len(seen))
+	}
+	for id, k := range seen {
+		if k != 1 {
+			t.Fatalf("%s stored %d times", id, k)
+		}
+	}
+
+	nc, err := nats.Connect(c.URL(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cl := api.NewClient(nc, api.WithPartitions(partCount))
+	for _, off := range []int64{0, int64(n1) - 1, int64(n1), int64(n1 + n2 - 1)} {
+		r, err := cl.Get(ctx, api.GetRequest{Topic: "orders", QueueID: moved, Offset: off, Max: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != api.StatusFound || len(r.Messages) != 1 || r.Messages[0].QueueOffset != off {
+			t.Fatalf("get queue %d offset %d: %+v", moved, off, r)
+		}
+	}
+	offs, err := cl.OffsetsAll(ctx, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range offs.Queues {
+		if q.QueueID == moved && (q.MinOffset != 0 || q.MaxOffset != int64(n1+n2)) {
+			t.Fatalf("fan-out offsets of queue %d: %+v", moved, q)
+		}
+	}
+}
+
+// TestStartQueue: a queue started above 0 takes that offset first, also after a restart before
+// its first message (the start is persisted), and is readable from there on; a queue this engine
+// already has can only "start" where it ends.
+func TestStartQueue(t *testing.T) {
+	dir := t.TempDir()
+	e := mustOpen(t, testOptions(t, dir))
+	ctx := context.Background()
+	put := func(e *Engine, q int32) Result {
+		t.Helper()
+		rs, err := e.Put(ctx, Message{Topic: "t", QueueID: q, Body: []byte("x")})
+		if err != nil || rs[0].Err != nil {
+			t.Fatalf("put: %v %+v", err, rs)
+		}
+		return rs[0]
+	}
+	for range 3 {
+		put(e, 0)
+	}
+	if err := e.StartQueue(ctx, "t", 0, 5); err == nil {
+		t.Fatal("a queue that ends at 3 started at 5")
+	}
+	if err := e.StartQueue(ctx, "t", 0, 3); err != nil {
+		t.Fatalf("start where it ends: %v", err)
+	}
+	if err := e.StartQueue(ctx, "t", 1, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = mustOpen(t, testOptions(t, dir))
+	if r := put(e, 1); r.QueueOffset != 1000 {
+		t.Fatalf("first offset of the started queue: %d", r.QueueOffset)
+	}
+	if r := put(e, 0); r.QueueOffset != 3 {
+		t.Fatalf("queue 0 went on at %d", r.QueueOffset)
+	}
+	if err := e.WaitDispatched(ctx, e.Offsets().Written); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := e.QueueOffsets("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 2 || qs[1].Min != 1000 || qs[1].Max != 1001 {
+		t.Fatalf("offsets %+v", qs)
+	}
+	got, err := e.Get(ctx, GetRequest{Topic: "t", QueueID: 1, Offset: 0, Max: 10, MaxBytes: 1 << 20})
+	if err != nil || got.NextOffset != 1000 {
+		t.Fatalf("get below the start: %+v, %v", got, err)
+	}
+	got, err = e.Get(ctx, GetRequest{Topic: "t", QueueID: 1, Offset: 1000, Max: 10, MaxBytes: 1 << 20})
+	if err != nil || len(got.Messages) != 1 || got.Messages[0].QueueOffset != 1000 {
+		t.Fatalf("get at the start: %+v, %v", got, err)
+	}
+	// A queue that starts above 0 is a consistent store (its first file holds blank units
+	// before the start, as RocketMQ writes them).
+	o := testOptions(t, dir)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := verify.Verify(ctx, verify.Options{Dir: dir, CommitLogFileSize: o.CommitLogFileSize,
+		ConsumeQueueUnits: o.ConsumeQueueUnits, IndexSlots: o.IndexSlots, IndexEntries: o.IndexEntries})
+	if err != nil || len(r.Problems) != 0 {
+		t.Fatalf("verify: %v, %+v", err, r.Problems)
+	}
+}
