@@ -202,7 +202,11 @@ func (a *Appender) appendBatch(b *stages.Batch, now time.Time) {
 				qo, _ = a.cfg.StartOffset(qk)
 			}
 		}
-		phys, err := a.cfg.Log.Append(r.Bytes, qo, ts, r.PropCRC)
+		rts := ts
+		if r.StoreTimestamp != 0 {
+			rts = r.StoreTimestamp // the producer's: a replicated record stores its stream's time
+		}
+		phys, err := a.cfg.Log.Append(r.Bytes, qo, rts, r.PropCRC)
 		if err != nil {
 			r.Err = err
 			a.stats.errors.Add(1)
@@ -211,10 +215,10 @@ func (a *Appender) appendBatch(b *stages.Batch, now time.Time) {
 		if queued {
 			a.offsets[qk] = qo + 1
 		}
-		r.QueueOffset, r.PhysOffset, r.Size, r.StoreTimestamp = qo, phys, int32(len(r.Bytes)), ts
+		r.QueueOffset, r.PhysOffset, r.Size, r.StoreTimestamp = qo, phys, int32(len(r.Bytes)), rts
 		b.End = max(b.End, r.End())
 		if a.dedupe != nil && r.MsgID != "" {
-			a.dedupe.put(dk, dedupeEntry{phys: phys, size: r.Size, queueOffset: qo, queueID: r.QueueID, storeTimestamp: ts}, now)
+			a.dedupe.put(dk, dedupeEntry{phys: phys, size: r.Size, queueOffset: qo, queueID: r.QueueID, storeTimestamp: rts}, now)
 		}
 		a.stats.records.Add(1)
 		a.stats.bytes.Add(int64(r.Size))

@@ -112,6 +112,11 @@ type NATSOptions struct {
 	// of its topic (every topic then has Partitions.Count queues). Subjects and QueueGroup must
 	// be empty.
 	Partitions *ingress.Partitions
+	// Replicated turns on replicated mode (docs/SCALE-OUT.md, ingress.ReplicatedSource): each
+	// owned partition is consumed from its replicated JetStream stream (RMQ_P<p>) through a
+	// durable consumer the partition's engines share, pinned to one of them at a time; the
+	// publishers' acks are JetStream's. Needs Partitions and JetStream on the servers.
+	Replicated *ingress.ReplicatedSource
 	// PartitionSources are the subjects (each with one or more '*' key tokens) that the
 	// embedded server partitions into Partitions' namespace: the engine adds their mappings
 	// (ingress.PartitionMapping) to the embedded server's global account. Every other server
@@ -195,6 +200,7 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 		NoReply: nopts.NoReply, Logger: log, Clock: opts.Now, // ingress adds its stage field
 		JetStream: nopts.JetStream, Exclude: apiExcluded(nopts),
 		Batched: s.Engine.batchedConfig(nopts), Partitions: nopts.Partitions,
+		Replicated: s.Engine.replicatedSource(nopts),
 	})
 	if err != nil {
 		return nil, err

@@ -19,7 +19,8 @@ type Record struct {
 	Reply string
 	Ctx   any
 
-	// Set by the appender.
+	// Set by the appender. StoreTimestamp too, unless the producer sets it (a replicated record
+	// stores its stream's timestamp, so that every engine on the stream stores the same).
 	QueueOffset    int64
 	PhysOffset     int64
 	Size           int32

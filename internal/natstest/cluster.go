@@ -6,7 +6,9 @@ package natstest
 
 import (
 	"fmt"
+	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +24,9 @@ type Cluster struct {
 	Servers []*server.Server
 	// Mappings are every server's global account mappings, source -> destination.
 	Mappings map[string]string
+	js       bool       // JetStream on (StartJetStreamCluster)
+	routes   []*url.URL // every server's routes, with JetStream
+	ports    []int      // the route ports, with JetStream
 }
 
 // StartCluster starts n servers named S0, S1... on 127.0.0.1 (random client and route ports), S1
@@ -51,6 +56,10 @@ func (c *Cluster) start(i int, routes []*url.URL) *server.Server {
 		NoLog: true, NoSigs: true,
 		Cluster:  server.ClusterOpts{Name: "natstest", Host: "127.0.0.1", Port: server.RANDOM_PORT},
 		Accounts: []*server.Account{acc},
+	}
+	if c.js {
+		o.JetStream, o.StoreDir, o.SyncAlways = true, c.t.TempDir(), true
+		o.Cluster.Port = c.ports[i]
 	}
 	switch {
 	case routes != nil:
@@ -149,4 +158,46 @@ func (c *Cluster) WaitFor(what string, cond func() bool) {
 			c.t.Fatalf("natstest: %s: not reached within %v", what, WaitTimeout)
 		}
 	}
+}
+
+// StartJetStreamCluster starts n servers with JetStream (each with its own store directory and
+// sync_interval: always, as replicated mode asks of its servers), routed to each other on
+// ports picked beforehand (JetStream sizes its meta group from the configured routes), each with
+// mappings in its own global account, and waits until the routes are up and the JetStream meta
+// group has a leader that every server follows.
+func StartJetStreamCluster(t testing.TB, n int, mappings map[string]string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, Mappings: mappings, js: true}
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+	}
+	var urls []string
+	for _, p := range ports {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	c.routes = server.RoutesFromStr(strings.Join(urls, ","))
+	c.ports = ports
+	for i := range n {
+		c.Servers = append(c.Servers, c.start(i, c.routes))
+	}
+	c.WaitRoutes()
+	c.WaitFor("a JetStream meta leader", func() bool {
+		leaders := 0
+		for _, s := range c.Up() {
+			if !s.JetStreamIsCurrent() {
+				return false
+			}
+			if s.JetStreamIsLeader() {
+				leaders++
+			}
+		}
+		return leaders == 1
+	})
+	return c
 }

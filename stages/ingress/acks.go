@@ -21,6 +21,12 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 	bufp := in.replyBufs.Get().(*[]byte)
 	buf := *bufp
 	tracked := false
+	var repl map[*replPartition][]replDone
+	defer func() {
+		for rp, ds := range repl {
+			rp.doneMany(ds)
+		}
+	}()
 	for i := range b.Records {
 		r := &b.Records[i]
 		switch c := r.Ctx.(type) {
@@ -37,6 +43,9 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 			continue
 		case fence:
 			close(c) // every record the worker took before the fence is past the ack stage
+			continue
+		case *replMeta:
+			replDoneOf(&repl, r, c)
 			continue
 		}
 		if m := jsMsg(r.Ctx); m != nil {

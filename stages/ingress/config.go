@@ -115,6 +115,9 @@ type Config struct {
 	// (QueuesPerTopic must be 0 or that), and the stored NATS_SUBJECT is the subject the publisher
 	// used (the part after "<Prefix>.<p>."). Not with JetStream or QueueGroup.
 	Partitions *Partitions
+	// Replicated, with Partitions, turns on replicated mode (replicated.go): each owned
+	// partition is consumed from its replicated JetStream stream instead of subscribed to.
+	Replicated *ReplicatedSource
 }
 
 // withDefaults checks c and fills in the defaults.
@@ -157,6 +160,16 @@ func (c Config) withDefaults() (Config, error) {
 				c.QueuesPerTopic, parts.Count)
 		}
 		c.Partitions, c.Subjects, c.QueuesPerTopic = parts, parts.Subjects(), parts.Count
+	}
+	if c.Replicated != nil {
+		if c.Partitions == nil {
+			return c, errors.New("ingress: replicated mode consumes partitions: it needs Partitions")
+		}
+		r, err := c.Replicated.withDefaults()
+		if err != nil {
+			return c, err
+		}
+		c.Replicated, c.Batched = r, nil // publishers get JetStream's acks
 	}
 	if len(c.Subjects) == 0 {
 		c.Subjects = []string{">"}

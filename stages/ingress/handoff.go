@@ -22,6 +22,9 @@ type fence chan struct{}
 // errFence is a fence record's error: never replied, never counted.
 var errFence = errors.New("ingress: fence")
 
+// errReplicatedMove: in replicated mode a partition's engines share its consumer; the pin moves.
+var errReplicatedMove = errors.New("ingress: replicated mode: a partition moves with its consumer's pin, not by handoff")
+
 // ErrNotPartitioned: AddPartition or RemovePartition without partitioned ingest.
 var ErrNotPartitioned = errors.New("ingress: not partitioned (Config.Partitions)")
 
@@ -38,6 +41,9 @@ func (in *Ingress) AddPartition(ctx context.Context, part int) error {
 	p := in.cfg.Partitions
 	if p == nil {
 		return ErrNotPartitioned
+	}
+	if in.cfg.Replicated != nil {
+		return errReplicatedMove
 	}
 	if part < 0 || part >= p.Count {
 		return fmt.Errorf("ingress: partition %d: want 0 to %d", part, p.Count-1)
@@ -72,6 +78,9 @@ func (in *Ingress) RemovePartition(ctx context.Context, part int) error {
 	p := in.cfg.Partitions
 	if p == nil {
 		return ErrNotPartitioned
+	}
+	if in.cfg.Replicated != nil {
+		return errReplicatedMove
 	}
 	in.partMu.Lock()
 	defer in.partMu.Unlock()

@@ -68,6 +68,9 @@ type propBuilder struct {
 	gen              *commitlog.UniqKeyGen // shared by every worker; safe for concurrent use
 	names            []string
 	buf              []byte
+	// extra are properties appended after the message's own (a replicated record's
+	// NATS_STREAM_SEQ), already encoded; the caller sets and clears them.
+	extra []byte
 }
 
 // build returns the properties of m (valid until the next build) and its dedupe id (the
@@ -175,6 +178,7 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props [
 			buf = append(buf, commitlog.PropertySeparator)
 		}
 	}
+	buf = append(buf, b.extra...)
 	b.buf = buf
 	return buf, msgID, nil
 }

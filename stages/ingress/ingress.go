@@ -59,6 +59,7 @@ type Ingress struct {
 	subsMu   sync.Mutex
 	subs     []*subscription // guarded by subsMu; partitions add and remove theirs (handoff.go)
 	partMu   sync.Mutex      // serializes AddPartition and RemovePartition
+	repl     *replicated     // replicated mode (replicated.go), nil otherwise
 	drops    dropReporter    // owned by Run's goroutine
 	js       *jetStream      // the JetStream source, when Config.JetStream is set
 	// tracker answers batched-ack streams (tracker.go), when Config.Batched is set. It outlives

@@ -49,6 +49,9 @@ func (in *Ingress) subscribe(ctx context.Context) error {
 	if in.cfg.JetStream != nil {
 		return in.startJetStream(ctx)
 	}
+	if in.cfg.Replicated != nil {
+		return in.startReplicated(ctx)
+	}
 	for _, subject := range in.cfg.Subjects {
 		if _, err := in.subscribeOne(subject); err != nil {
 			return err
@@ -150,6 +153,10 @@ func (in *Ingress) watchSlow(sub *nats.Subscription) {
 func (in *Ingress) endSubscriptions(ctx context.Context, cancel context.CancelFunc) {
 	if in.js != nil {
 		in.stopJetStream()
+		return
+	}
+	if in.repl != nil {
+		in.stopReplicated()
 		return
 	}
 	subs := in.subscriptions()

@@ -33,6 +33,8 @@ type job struct {
 	seq  uint64
 	// fence, with msg nil, is a fence (handoff.go): closed once the batch it rides in is acked.
 	fence fence
+	// repl is set for a message of a replicated partition (replicated.go).
+	repl *replMeta
 }
 
 // worker validates and encodes the messages of the (topic, queue)s it owns, in arrival order,
@@ -104,6 +106,14 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 			marker = max(marker, j.marker)
 			continue
 		}
+		if j.repl != nil {
+			rec := w.replicatedRecord(j)
+			if rec.Err != nil {
+				extra++
+			}
+			recs = append(recs, rec)
+			continue
+		}
 		if sh, isBatched, ok := w.seqHeader(j); isBatched {
 			if !ok {
 				continue
@@ -131,7 +141,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 		return nil
 	}
 	// A JetStream message is acked to its stream only once durable here, whatever the flush mode.
-	b := &stages.Batch{Records: recs, Done: w.in.done, Durable: w.in.js != nil}
+	b := &stages.Batch{Records: recs, Done: w.in.done, Durable: w.in.js != nil || w.in.repl != nil}
 	select {
 	case w.in.cfg.Out <- b:
 		w.in.counters.encoded.Add(int64(len(recs) - extra))

@@ -1,0 +1,277 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// replPartition consumes one partition's stream in replicated mode (replicated.go): the loop
+// (run, one goroutine) takes the partition's messages in sequence order and hands them to the
+// workers; ackBatch reports what became durable (doneMany), which moves the partition's floor,
+// the sequence up to which everything is durable here, and AckAll-s the consumer there.
+type replPartition struct {
+	r      *replicated
+	part   int
+	stream jetstream.Stream
+	cons   jetstream.Consumer
+
+	// The loop's own.
+	exp           uint64 // the next sequence to take
+	lastDelivered uint64 // the last sequence taken (exp-1)
+	skipTo        uint64 // sequences up to it may be stored already (a restart): looked up first
+	warnedGone    bool
+
+	mu      sync.Mutex
+	floor   uint64                   // guarded by mu: everything up to it is durable here (or refused)
+	done    map[uint64]jetstream.Msg // guarded by mu: done above the floor, with their ack (nil: none)
+	maxSeen uint64                   // guarded by mu: the highest sequence taken this life
+	cancel  context.CancelFunc       // guarded by mu: ends the current session (a failure)
+	wake    chan struct{}
+	failed  chan uint64
+}
+
+// run runs sessions until ctx ends; a session ends on a failure (the store did not take a
+// message, the consumer failed) and the next one starts from the floor.
+func (rp *replPartition) run(ctx context.Context) {
+	in := rp.r.in
+	for ctx.Err() == nil {
+		err := rp.session(ctx)
+		if ctx.Err() != nil || in.cfg.Conn.IsClosed() {
+			return // stopping, or the engine's connection is gone for good
+		}
+		in.log.Warn().Err(err).Int("partition", rp.part).Dur("retry_in", rp.r.src.RetryDelay).
+			Msg("ingress: replicated partition stopped; starting again from its last durable message")
+		select {
+		case <-time.After(rp.r.src.RetryDelay):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// session takes the partition's messages from where this engine's store is durable on.
+func (rp *replPartition) session(ctx context.Context) error {
+	src := rp.r.src
+	last, err := src.LastSeq(rp.part)
+	if err != nil {
+		return fmt.Errorf("the last stored sequence: %w", err)
+	}
+	info, err := rp.cons.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("consumer info: %w", err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rp.mu.Lock()
+	start := rp.floor + 1
+	if rp.maxSeen == 0 {
+		// First session: the store has up to last; the consumer's floor may be below it (acks
+		// not sent before a crash) or above it (another engine acked further): start at the
+		// lower, and look up what may be stored already.
+		start = min(info.AckFloor.Stream, last) + 1
+	}
+	rp.skipTo = max(last, rp.maxSeen)
+	rp.floor, rp.cancel = start-1, cancel
+	clear(rp.done)
+	rp.mu.Unlock()
+	rp.exp, rp.lastDelivered, rp.warnedGone = start, start-1, false
+	select { // a failure of the last session is behind this one
+	case <-rp.failed:
+	default:
+	}
+
+	it, err := rp.cons.Messages(jetstream.PullPriorityGroup(src.Group), jetstream.PullMaxMessages(src.Batch))
+	if err != nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	defer it.Stop()
+	for {
+		m, err := it.Next(jetstream.NextContext(sctx))
+		if err != nil {
+			select {
+			case seq := <-rp.failed:
+				return fmt.Errorf("the store did not take sequence %d", seq)
+			default:
+			}
+			if sctx.Err() != nil {
+				return sctx.Err()
+			}
+			return fmt.Errorf("pull: %w", err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			continue // not a JetStream message: nothing to take or ack
+		}
+		seq := md.Sequence.Stream
+		if seq < rp.exp {
+			continue // a copy: its first delivery was taken
+		}
+		if seq > rp.exp {
+			// The pin moved, or a restart: what lies between is read from the stream itself,
+			// never acked past.
+			if err := rp.catchUp(sctx, rp.exp, seq); err != nil {
+				return err
+			}
+		}
+		if err := rp.deliver(sctx, m.Subject(), m.Headers(), m.Data(), seq, md.Timestamp, m); err != nil {
+			return err
+		}
+	}
+}
+
+// catchUp takes the stream's messages from sequence from up to (not including) to, with an
+// ordered consumer.
+func (rp *replPartition) catchUp(ctx context.Context, from, to uint64) error {
+	oc, err := rp.r.js.OrderedConsumer(ctx, rp.r.src.StreamName(rp.part), jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
+	if err != nil {
+		return fmt.Errorf("catch-up from %d: %w", from, err)
+	}
+	it, err := oc.Messages()
+	if err != nil {
+		return fmt.Errorf("catch-up from %d: %w", from, err)
+	}
+	defer it.Stop()
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return fmt.Errorf("catch-up from %d to %d: %w", from, to, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		seq := md.Sequence.Stream
+		if seq >= to {
+			return nil
+		}
+		if err := rp.deliver(ctx, m.Subject(), m.Headers(), m.Data(), seq, md.Timestamp, nil); err != nil {
+			return err
+		}
+	}
+}
+
+// deliver takes sequence seq: looked up when it may be stored already, else handed to its
+// worker. Sequences the stream skipped (deleted) are done at once.
+func (rp *replPartition) deliver(ctx context.Context, subject string, hdr nats.Header, data []byte, seq uint64,
+	ts time.Time, ack jetstream.Msg) error {
+	if seq > rp.exp {
+		if !rp.warnedGone {
+			rp.r.in.log.Warn().Int("partition", rp.part).Uint64("from", rp.exp).Uint64("to", seq-1).
+				Msg("ingress: replicated partition: sequences no longer in the stream (deleted, or past its retention): not stored here")
+			rp.warnedGone = true
+		}
+		rp.skipRange(rp.exp, seq-1)
+	}
+	rp.exp, rp.lastDelivered = seq+1, seq
+	rp.mu.Lock()
+	rp.maxSeen = max(rp.maxSeen, seq)
+	rp.mu.Unlock()
+	m := asMsg(subject, hdr, data)
+	meta := &replMeta{part: rp, seq: seq, ts: ts.UnixMilli(), ack: ack}
+	if seq <= rp.skipTo {
+		if rt := rp.r.in.router.route(subject); rt.err == nil && rp.r.src.Found(rt.topic, replUniqKey(m, rp.r.src.StreamName(rp.part), seq)) {
+			rp.doneOne(seq, ack)
+			return nil
+		}
+	}
+	return rp.r.in.onReplicated(ctx, m, meta)
+}
+
+// replUniqKey is a replicated message's UNIQ_KEY: its Nats-Msg-Id, else "<stream>:<seq>".
+func replUniqKey(m *nats.Msg, stream string, seq uint64) string {
+	if id := m.Header.Get(nats.MsgIdHdr); id != "" {
+		return id
+	}
+	return stream + ":" + strconv.FormatUint(seq, 10)
+}
+
+// doneOne is doneMany of one sequence.
+func (rp *replPartition) doneOne(seq uint64, ack jetstream.Msg) {
+	rp.doneMany([]replDone{{seq: seq, ack: ack}})
+}
+
+// replDone is a sequence done here: durable, refused for good, or not in the stream.
+type replDone struct {
+	seq uint64
+	ack jetstream.Msg
+}
+
+// doneMany records sequences done, moves the floor over the contiguous ones and AckAll-s the
+// consumer at the highest durable-consumer message under the floor.
+func (rp *replPartition) doneMany(ds []replDone) {
+	rp.mu.Lock()
+	var ack jetstream.Msg
+	for _, d := range ds {
+		if d.seq > rp.floor {
+			rp.done[d.seq] = d.ack
+		}
+	}
+	for {
+		a, ok := rp.done[rp.floor+1]
+		if !ok {
+			break
+		}
+		delete(rp.done, rp.floor+1)
+		rp.floor++
+		if a != nil {
+			ack = a
+		}
+	}
+	rp.mu.Unlock()
+	if ack != nil {
+		if err := ack.Ack(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+			rp.r.in.log.Debug().Err(err).Int("partition", rp.part).Msg("ingress: replicated ack")
+		}
+	}
+}
+
+// skipRange marks sequences from..to done: the stream does not hold them.
+func (rp *replPartition) skipRange(from, to uint64) {
+	rp.mu.Lock()
+	if rp.floor+1 >= from {
+		rp.floor = max(rp.floor, to)
+		for {
+			if _, ok := rp.done[rp.floor+1]; !ok {
+				break
+			}
+			delete(rp.done, rp.floor+1)
+			rp.floor++
+		}
+		rp.mu.Unlock()
+		return
+	}
+	rp.mu.Unlock()
+	ds := make([]replDone, 0, min(to-from+1, 1<<16))
+	for x := from; x <= to; x++ {
+		ds = append(ds, replDone{seq: x})
+	}
+	rp.doneMany(ds)
+}
+
+// fail ends the session: the store did not take seq (it will be taken again from the floor).
+func (rp *replPartition) fail(seq uint64) {
+	select {
+	case rp.failed <- seq:
+	default:
+	}
+	rp.mu.Lock()
+	if rp.cancel != nil {
+		rp.cancel()
+	}
+	rp.mu.Unlock()
+}
+
+// Floor is everything durable here of the partition, for tests and status.
+func (rp *replPartition) Floor() uint64 {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return rp.floor
+}
