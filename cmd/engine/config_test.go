@@ -201,6 +201,11 @@ partitions: 16
 owned_partitions: "0-3,9"
 partition_prefix: "rmq.q"
 partition_subjects: ["orders.*"]
+replicated: true
+stream_prefix: "P_"
+stream_replicas: 5
+stream_max_age: "24h"
+pinned_ttl: "3s"
 js_stream: ORDERS
 js_consumer: store
 js_filter: "orders.eu"
@@ -266,7 +271,8 @@ func TestConfigEveryKey(t *testing.T) {
 		QueueGroup: "workers", TopicTokens: 1, QueuesPerTopic: 16,
 		Partitions:       &ingress.Partitions{Prefix: "rmq.q", Count: 16, Owned: []int{0, 1, 2, 3, 9}},
 		PartitionSources: []string{"orders.*"},
-		KeysHeader: "X-Keys", TagsHeader: "X-Tags", QueueKeyHeader: "X-Shard", Workers: 3,
+		Replicated:       &ingress.ReplicatedSource{StreamPrefix: "P_", Replicas: 5, MaxAge: 24 * time.Hour, PinnedTTL: 3 * time.Second},
+		KeysHeader:       "X-Keys", TagsHeader: "X-Tags", QueueKeyHeader: "X-Shard", Workers: 3,
 		PendingMsgs: -1, PendingBytes: 32 << 20, NoReply: true, Name: "store-1",
 		JetStream: &ingress.JetStreamSource{Stream: "ORDERS", Consumer: "store", FilterSubject: "orders.eu"},
 		NoReadAPI: true, APIPrefix: "RS.API", MaxLongPolls: 16, MaxReplays: 2, Version: version,

@@ -52,7 +52,7 @@ func parseOwned(s string, count int) ([]int, error) {
 func (v *validator) partitions() {
 	r := v.r
 	if r.Partitions == 0 {
-		for _, key := range []string{"owned_partitions", "partition_subjects"} {
+		for _, key := range []string{"owned_partitions", "partition_subjects", "replicated"} {
 			if r.sourceOf(key) != sourceDefault {
 				v.bad(key, "needs partitions (the partition count)")
 			}
@@ -83,6 +83,14 @@ func (v *validator) partitions() {
 			v.bad("partition_subjects", "%v", err)
 		}
 	}
+	if r.Replicated {
+		v.atLeast("stream_replicas", r.StreamReplicas, 1)
+		v.positive("stream_max_age", r.StreamMaxAge)
+		v.positive("pinned_ttl", r.PinnedTTL)
+		if r.StreamPrefix == "" || strings.ContainsAny(r.StreamPrefix, ". *>\t\r\n") {
+			v.bad("stream_prefix", "%q: a JetStream stream name prefix, without '.', '*', '>' or spaces", r.StreamPrefix)
+		}
+	}
 	if len(r.PartitionSubjects) > 0 && r.Server != "" {
 		v.bad("partition_subjects", "mappings of the embedded server: with an external one (--server), give them to every server (engine partition-map prints them)")
 	}
@@ -100,9 +108,9 @@ func (r *runCmd) partitionsOf() *ingress.Partitions {
 
 // partitionMapCmd prints the mappings of partitioned ingest as a nats-server configuration block.
 type partitionMapCmd struct {
-	Partitions int      `help:"The partition count P of every topic (chosen once: it decides which partition a key is in)." default:"64"`
-	Prefix     string   `name:"partition-prefix" help:"The partitions' namespace: a message of partition p is published to <prefix>.<p>.<its subject>." default:"rmq.p"`
-	Subjects   []string `arg:"" help:"Subjects to partition, each with one or more '*' tokens: the key (for example orders.* or orders.*.>)."`
+	Partitions int       `help:"The partition count P of every topic (chosen once: it decides which partition a key is in)." default:"64"`
+	Prefix     string    `name:"partition-prefix" help:"The partitions' namespace: a message of partition p is published to <prefix>.<p>.<its subject>." default:"rmq.p"`
+	Subjects   []string  `arg:"" help:"Subjects to partition, each with one or more '*' tokens: the key (for example orders.* or orders.*.>)."`
 	out        io.Writer // os.Stdout when nil (tests)
 }
 

@@ -89,6 +89,8 @@ type readNATSFlags struct {
 	Creds     string        `help:"NATS user credentials file (online)." env:"NATS_CREDS" type:"path" placeholder:"FILE" group:"source"`
 	Timeout   time.Duration `help:"Timeout of each request to the engine (online)." default:"5s" env:"NATS_TIMEOUT" group:"source"`
 	APIPrefix string        `name:"api-prefix" help:"Subject prefix of the engine's read API (online)." default:"$RS.API" group:"source"`
+	// Partitions: the engines partition their topics (docs/SCALE-OUT.md).
+	Partitions int `help:"The engines partition topics into this many partitions (their --partitions, online): a queue is read from its owner, and offsets, topics and key queries gather every engine's answer, naming the partitions that did not answer." default:"0" group:"source"`
 }
 
 // resolve fills NATS from $NATS_URL when it is not given, and checks the flags.
@@ -104,7 +106,12 @@ func (f *readNATSFlags) resolve() error {
 
 // dial connects to NATS for the read API.
 func (f *readNATSFlags) dial(what string) (*onlineSource, error) {
-	return dialEngine(f.NATS, f.Creds, f.APIPrefix, f.Timeout, what)
+	src, err := dialEngine(f.NATS, f.Creds, f.APIPrefix, f.Timeout, what)
+	if err == nil && f.Partitions > 0 {
+		src.partitions = f.Partitions
+		src.c = api.NewClient(src.nc, api.WithPrefix(f.APIPrefix), api.WithTimeout(f.Timeout), api.WithPartitions(f.Partitions))
+	}
+	return src, err
 }
 
 // Validate picks the source: exactly one of --store and --nats ($NATS_URL standing in for
@@ -393,10 +400,11 @@ func wireOf(m *reader.Message) api.Message {
 
 // onlineSource asks a running engine through the read API.
 type onlineSource struct {
-	nc     *nats.Conn
-	c      *api.Client
-	url    string
-	prefix string
+	nc         *nats.Conn
+	c          *api.Client
+	url        string
+	prefix     string
+	partitions int // > 0: partitioned engines (fan-out reads)
 }
 
 func (s *onlineSource) where() string { return "engine at " + s.url }
@@ -492,7 +500,11 @@ func (s *onlineSource) query(ctx context.Context, req api.QueryRequest) (*api.Qu
 	if err := unknownIfInvalid(req.Topic); err != nil {
 		return nil, err
 	}
-	rep, err := s.c.Query(ctx, req)
+	query := s.c.Query
+	if s.partitions > 0 {
+		query = s.c.QueryAll
+	}
+	rep, err := query(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -506,7 +518,11 @@ func (s *onlineSource) offsets(ctx context.Context, topic string) ([]api.QueueOf
 	if err := unknownIfInvalid(topic); err != nil {
 		return nil, err
 	}
-	rep, err := s.c.Offsets(ctx, topic)
+	offsets := s.c.Offsets
+	if s.partitions > 0 {
+		offsets = s.c.OffsetsAll
+	}
+	rep, err := offsets(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -524,6 +540,21 @@ func (s *onlineSource) offsetForTime(ctx context.Context, topic string, queueID 
 }
 
 func (s *onlineSource) topics(ctx context.Context) ([]api.TopicInfo, error) {
+	if s.partitions > 0 {
+		var all []api.TopicInfo
+		req := api.TopicsRequest{}
+		for {
+			page, err := s.c.TopicsAll(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, page.Topics...)
+			if !page.Truncated || len(page.Topics) == 0 {
+				return all, nil
+			}
+			req.After = page.Topics[len(page.Topics)-1].Name
+		}
+	}
 	// The first page by hand: the API always sends the list, empty or not.
 	first, err := s.c.Topics(ctx, api.TopicsRequest{})
 	if err != nil {
