@@ -429,3 +429,85 @@ func TestPartitionedReads(t *testing.T) {
 		}
 	}
 }
+
+// requestRetrying sends m until an engine acks it: a request that finds no responder (the
+// partition's engine is reconnecting) or gets no reply in time (lost with a server) is sent again
+// with the same Nats-Msg-Id, a few milliseconds later, at most for serveTimeout.
+func requestRetrying(t *testing.T, nc *nats.Conn, m *nats.Msg) ingress.Ack {
+	t.Helper()
+	deadline := time.Now().Add(serveTimeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, err := nc.RequestMsg(m, time.Second)
+		if err == nil {
+			a, err := ingress.ParseReply(r.Data)
+			if err != nil {
+				t.Fatalf("%s: %v", m.Header.Get(nats.MsgIdHdr), err)
+			}
+			return a
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no ack: %v", m.Header.Get(nats.MsgIdHdr), err)
+		}
+		<-tick.C
+	}
+}
+
+// TestPartitionedServerLoss: single-copy mode, one of the three NATS servers is killed while
+// publishers go on: the engine that was connected to it reconnects to another server (nats.go
+// learned the cluster's URLs), its partitions answer again, and publishers that got no answer in
+// the meantime retried with their Nats-Msg-Id. Every acknowledged message is stored once: no
+// duplicate in any ConsumeQueue.
+func TestPartitionedServerLoss(t *testing.T) {
+	const perPhase, keys = 150, 30
+	c := partCluster(t)
+	engines := make([]*served, 3)
+	for i := range engines {
+		opts := testOptions(t, t.TempDir())
+		opts.FlushMode = FlushAsync
+		engines[i] = serve(t, opts, NATSOptions{URL: c.URL(i), TopicTokens: 1, NoReadAPI: true,
+			ReconnectWait: 20 * time.Millisecond, Partitions: &ingress.Partitions{Count: partCount, Owned: owned(i)}})
+	}
+	for p := range partCount {
+		c.WaitInterest(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, p) + ".orders.x")
+	}
+	nc, err := nats.Connect(c.URL(1)+","+c.URL(0), nats.DontRandomize(), nats.MaxReconnects(-1),
+		nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	acked := map[string]bool{}
+	publish := func(from, to int) {
+		for n := from; n < to; n++ {
+			m := partMsg(0, n, fmt.Sprintf("k%d", n%keys))
+			requestRetrying(t, nc, m)
+			acked[m.Header.Get(nats.MsgIdHdr)] = true
+		}
+	}
+	publish(0, perPhase)
+	c.Kill(2) // engine 2's server
+	publish(perPhase, 2*perPhase)
+	if u := engines[2].ClientURL(); u == c.URL(2) || u == "" {
+		t.Fatalf("engine 2 is on %q, its server was %s", u, c.URL(2))
+	}
+
+	stored := map[string]int{}
+	for i, s := range engines {
+		for _, m := range readPartitions(t, s.Engine) {
+			stored[m.id]++
+			if want := ingress.PartitionOf(strings.Split(m.body, "|")[2], partCount); int(m.queue) != want || want%3 != i {
+				t.Fatalf("engine %d stored %s in queue %d (partition %d)", i, m.id, m.queue, want)
+			}
+		}
+	}
+	for id := range acked {
+		if stored[id] != 1 {
+			t.Fatalf("acknowledged %s stored %d times", id, stored[id])
+		}
+	}
+	if len(stored) != len(acked) {
+		t.Fatalf("%d messages stored, %d acknowledged", len(stored), len(acked))
+	}
+}
