@@ -194,7 +194,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	e.group, _ = stages.NewGroup(context.Background())
 
 	e.flusher = &flushers.CommitLog{
-		Log: e.log, Mode: flushers.Sync, Written: e.written, Durable: e.durable,
+		Log: e.log, Mode: flushers.Sync, Written: e.written, Durable: e.durable, Urgent: make(chan struct{}, 1),
 		Interval: o.FlushInterval, LeastPages: o.FlushLeastPages, ThoroughInterval: o.FlushThoroughInterval,
 		SlowSync: o.SlowSync, Logger: o.Logger.With().Str("stage", "flush").Logger(),
 		OnSync: e.onSync(), // metrics.go: one histogram Observe per sync
@@ -406,6 +406,18 @@ func (e *Engine) WaitDispatched(ctx context.Context, off int64) error {
 // next flush.
 func (e *Engine) WaitDurable(ctx context.Context, off int64) error {
 	return e.durable.Wait(ctx, off)
+}
+
+// Sync makes everything written so far durable now, in either flush mode, and returns once it is
+// (an async engine otherwise waits for its next flush: up to FlushThoroughInterval with few dirty
+// pages).
+func (e *Engine) Sync(ctx context.Context) error {
+	end := e.written.Load()
+	select {
+	case e.flusher.Urgent <- struct{}{}:
+	default: // one pending already covers this
+	}
+	return e.durable.Wait(ctx, end)
 }
 
 // Offsets are the pipeline's watermarks.

@@ -36,7 +36,7 @@ func (s *Server) ReleasePartition(ctx context.Context, p int) (PartitionEnds, er
 		s.api.unservePartition(p)
 	}
 	end := s.Engine.Offsets().Written
-	if err := s.Engine.WaitDurable(ctx, end); err != nil {
+	if err := s.Engine.Sync(ctx); err != nil {
 		return nil, fmt.Errorf("engine: release partition %d: %w", p, err)
 	}
 	if err := s.Engine.WaitDispatched(ctx, end); err != nil {

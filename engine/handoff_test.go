@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -210,5 +211,25 @@ func TestStartQueue(t *testing.T) {
 		ConsumeQueueUnits: o.ConsumeQueueUnits, IndexSlots: o.IndexSlots, IndexEntries: o.IndexEntries})
 	if err != nil || len(r.Problems) != 0 {
 		t.Fatalf("verify: %v, %+v", err, r.Problems)
+	}
+}
+
+// TestSyncAsync: Sync makes an async engine durable at once, without waiting for its thorough
+// flush (set to an hour here).
+func TestSyncAsync(t *testing.T) {
+	opts := testOptions(t, t.TempDir())
+	opts.FlushMode, opts.FlushThoroughInterval = FlushAsync, time.Hour
+	e := mustOpen(t, opts)
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), serveTimeout)
+	defer cancel()
+	if _, err := e.Put(ctx, Message{Topic: "t", Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o := e.Offsets(); o.Durable != o.Written || o.Written == 0 {
+		t.Fatalf("offsets %+v", o)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
@@ -117,6 +118,11 @@ type NATSOptions struct {
 	// durable consumer the partition's engines share, pinned to one of them at a time; the
 	// publishers' acks are JetStream's. Needs Partitions and JetStream on the servers.
 	Replicated *ingress.ReplicatedSource
+	// Ownership, with Partitions, takes partition ownership from a replicated JetStream
+	// key-value bucket instead of Partitions.Owned alone (ownership.go): Partitions.Owned are
+	// then claims, taken only where nobody owns the partition yet, and partitions move between
+	// engines with MovePartition (`engine partition-move`).
+	Ownership *Ownership
 	// PartitionSources are the subjects (each with one or more '*' key tokens) that the
 	// embedded server partitions into Partitions' namespace: the engine adds their mappings
 	// (ingress.PartitionMapping) to the embedded server's global account. Every other server
@@ -148,6 +154,10 @@ type Server struct {
 	// stops the server, later ones return its error.
 	stopOnce sync.Once
 	stopErr  error
+	// stopOwnership ends the ownership watcher (ownership.go); ownershipDone is closed when it
+	// has returned.
+	stopOwnership context.CancelFunc
+	ownershipDone chan struct{}
 }
 
 // Serve opens the store, connects to NATS (starting the embedded server if no URL is given) and
@@ -190,6 +200,33 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 		log.Warn().Int64("server_max_payload", s.conn.MaxPayload()).Int64("max_body", need).
 			Msgf("the NATS server's max_payload is below the body limit: set max_payload to at least %d so that large bodies reach the engine (and get a clear error when over the limit)", need+payloadHeadroom)
 	}
+	parts := nopts.Partitions
+	var ownKV jetstream.KeyValue
+	if o := nopts.Ownership; o != nil {
+		if parts == nil || nopts.Replicated != nil || o.EngineID == "" {
+			return nil, errors.New("ownership from a bucket needs partitioned ingest (not replicated: the pins decide there) and an engine id")
+		}
+		js, err := jetstream.New(s.conn)
+		if err != nil {
+			return nil, err
+		}
+		if ownKV, err = OpenOwnershipBucket(ctx, js, o.Bucket, o.Replicas); err != nil {
+			return nil, err
+		}
+		count := cmpOrInt(parts.Count, ingress.DefaultPartitionCount)
+		owned, starts, err := claimPartitions(ctx, ownKV, o.EngineID, count, parts.Owned)
+		if err != nil {
+			return nil, err
+		}
+		for p, ends := range starts {
+			for topic, next := range ends {
+				if err := s.Engine.StartQueue(ctx, topic, int32(p), next); err != nil {
+					return nil, err
+				}
+			}
+		}
+		parts = ingressPartitions(parts, owned)
+	}
 	s.ing, err = ingress.New(ingress.Config{
 		Conn: s.conn, Out: s.Engine.in, Subjects: nopts.Subjects, QueueGroup: nopts.QueueGroup,
 		TopicTokens: nopts.TopicTokens, QueuesPerTopic: nopts.QueuesPerTopic,
@@ -199,7 +236,7 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 		StoreHost: opts.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
 		NoReply: nopts.NoReply, Logger: log, Clock: opts.Now, // ingress adds its stage field
 		JetStream: nopts.JetStream, Exclude: apiExcluded(nopts),
-		Batched: s.Engine.batchedConfig(nopts), Partitions: nopts.Partitions,
+		Batched: s.Engine.batchedConfig(nopts), Partitions: parts,
 		Replicated: s.Engine.replicatedSource(nopts),
 	})
 	if err != nil {
@@ -224,6 +261,14 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 		return nil, errors.New("ingress: subscriptions not confirmed by the server within 30s")
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	if ownKV != nil {
+		octx, stop := context.WithCancel(context.Background())
+		s.stopOwnership, s.ownershipDone = stop, make(chan struct{})
+		go func() {
+			defer close(s.ownershipDone)
+			s.watchOwnership(octx, ownKV, nopts.Ownership.EngineID)
+		}()
 	}
 	log.Info().Str("nats", s.conn.ConnectedUrlRedacted()).Strs("subjects", s.subjects()).Str("store", opts.Dir).
 		Str("flush", opts.FlushMode.String()).Msg("engine running")
@@ -448,8 +493,17 @@ func (s *Server) Shutdown() error {
 	return s.stopErr
 }
 
+// endOwnership stops the ownership watcher and waits for it (a step under way finishes).
+func (s *Server) endOwnership() {
+	if s.stopOwnership != nil {
+		s.stopOwnership()
+		<-s.ownershipDone
+	}
+}
+
 func (s *Server) shutdown() error {
 	var errs []error
+	s.endOwnership()
 	if s.ing != nil {
 		s.ing.Stop()
 		if err := <-s.runErr; err != nil {
@@ -475,6 +529,7 @@ func (s *Server) abort() error {
 	if s.conn != nil {
 		s.conn.Close()
 	}
+	s.endOwnership()
 	if s.ing != nil {
 		s.abortIngress()
 		<-s.runErr // the abort's own error (context canceled): expected

@@ -56,6 +56,9 @@ type CommitLog struct {
 	Logger   zerolog.Logger
 	// OnSync, when set, is told the duration and byte count of every sync (metrics).
 	OnSync func(d time.Duration, bytes int64)
+	// Urgent, in async mode, asks for a sync of everything written at once (capacity 1: a send
+	// that finds it full is covered by the one pending). Engine.Sync uses it.
+	Urgent chan struct{}
 
 	syncs atomic.Int64
 }
@@ -93,8 +96,11 @@ func (f *CommitLog) runAsync(ctx context.Context) error {
 	writerDone := f.Written.WaitChan(math.MaxInt64)
 	lastThorough := time.Now()
 	for {
+		urgent := false
 		select {
 		case <-tick.C:
+		case <-f.Urgent: // nil when unset: never ready
+			urgent = true
 		case <-writerDone:
 			if err := f.Written.Err(); !errors.Is(err, stages.ErrClosed) {
 				return err
@@ -105,7 +111,7 @@ func (f *CommitLog) runAsync(ctx context.Context) error {
 		}
 		target := f.Written.Load()
 		least := leastPages
-		if now := time.Now(); now.Sub(lastThorough) >= thorough {
+		if now := time.Now(); urgent || now.Sub(lastThorough) >= thorough {
 			least, lastThorough = 0, now
 		}
 		if least > 0 && target/pageSize-f.Durable.Load()/pageSize < int64(least) {

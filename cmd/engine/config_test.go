@@ -201,6 +201,10 @@ partitions: 16
 owned_partitions: "0-3,9"
 partition_prefix: "rmq.q"
 partition_subjects: ["orders.*"]
+ownership: kv
+engine_id: "e-1"
+ownership_bucket: "OWN"
+ownership_replicas: 1
 replicated: true
 stream_prefix: "P_"
 stream_replicas: 5
@@ -272,6 +276,7 @@ func TestConfigEveryKey(t *testing.T) {
 		Partitions:       &ingress.Partitions{Prefix: "rmq.q", Count: 16, Owned: []int{0, 1, 2, 3, 9}},
 		PartitionSources: []string{"orders.*"},
 		Replicated:       &ingress.ReplicatedSource{StreamPrefix: "P_", Replicas: 5, MaxAge: 24 * time.Hour, PinnedTTL: 3 * time.Second},
+		Ownership:        &engine.Ownership{Bucket: "OWN", Replicas: 1, EngineID: "e-1"},
 		KeysHeader:       "X-Keys", TagsHeader: "X-Tags", QueueKeyHeader: "X-Shard", Workers: 3,
 		PendingMsgs: -1, PendingBytes: 32 << 20, NoReply: true, Name: "store-1",
 		JetStream: &ingress.JetStreamSource{Stream: "ORDERS", Consumer: "store", FilterSubject: "orders.eu"},

@@ -41,7 +41,8 @@ type cli struct {
 	Topics  topicsCmd  `cmd:"" help:"Print the topics and their queues."`
 	Replay  replayCmd  `cmd:"" help:"Have a running engine publish a topic's messages onto a subject, acked or paced."`
 
-	PartitionMap partitionMapCmd `cmd:"" name:"partition-map" help:"Print the nats-server mappings of partitioned ingest (docs/SCALE-OUT.md)."`
+	PartitionMap  partitionMapCmd  `cmd:"" name:"partition-map" help:"Print the nats-server mappings of partitioned ingest (docs/SCALE-OUT.md)."`
+	PartitionMove partitionMoveCmd `cmd:"" name:"partition-move" help:"Move a partition to another engine (engines run with --ownership kv; docs/SCALE-OUT.md)."`
 }
 
 type versionCmd struct{}

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rocketstore/engine/engine"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -52,7 +58,7 @@ func parseOwned(s string, count int) ([]int, error) {
 func (v *validator) partitions() {
 	r := v.r
 	if r.Partitions == 0 {
-		for _, key := range []string{"owned_partitions", "partition_subjects", "replicated"} {
+		for _, key := range []string{"owned_partitions", "partition_subjects", "replicated", "ownership", "engine_id"} {
 			if r.sourceOf(key) != sourceDefault {
 				v.bad(key, "needs partitions (the partition count)")
 			}
@@ -63,7 +69,7 @@ func (v *validator) partitions() {
 		v.bad("partitions", "%d: want 1 to %d (0: partitioned ingest off)", r.Partitions, ingress.MaxPartitions)
 		return
 	}
-	if _, err := parseOwned(r.OwnedPartitions, r.Partitions); err != nil {
+	if _, err := parseOwned(r.OwnedPartitions, r.Partitions); err != nil && (r.Ownership != "kv" || r.OwnedPartitions != "") {
 		v.bad("owned_partitions", "%v: partitioned ingest needs the partitions this engine stores", err)
 	}
 	if r.sourceOf("subjects") != sourceDefault {
@@ -81,6 +87,18 @@ func (v *validator) partitions() {
 	for _, src := range r.PartitionSubjects {
 		if _, err := ingress.PartitionMapping(r.PartitionPrefix, r.Partitions, src); err != nil {
 			v.bad("partition_subjects", "%v", err)
+		}
+	}
+	if r.Ownership == "kv" {
+		if r.EngineID == "" || strings.ContainsAny(r.EngineID, " \t\r\n") {
+			v.bad("engine_id", "%q: ownership from a bucket names each engine: give a unique id without spaces", r.EngineID)
+		}
+		if r.Replicated {
+			v.bad("ownership", "kv is not with replicated: there the consumers' pins decide who takes a partition")
+		}
+		v.atLeast("ownership_replicas", r.OwnershipReplicas, 1)
+		if r.OwnershipBucket == "" || strings.ContainsAny(r.OwnershipBucket, ". *>") {
+			v.bad("ownership_bucket", "%q: a key-value bucket name, without '.', '*', '>' or spaces", r.OwnershipBucket)
 		}
 	}
 	if r.Replicated {
@@ -133,5 +151,52 @@ func (c *partitionMapCmd) Run() error {
 		out = os.Stdout
 	}
 	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+// partitionMoveCmd moves a partition between engines that take their ownership from the bucket
+// (engine run --ownership kv).
+type partitionMoveCmd struct {
+	Partition int           `help:"The partition to move." required:""`
+	To        string        `help:"The engine id (--engine-id) that takes it." required:""`
+	NATS      string        `name:"nats" aliases:"server" short:"s" help:"A NATS server of the cluster ($NATS_URL when not given)." env:"NATS_URL" placeholder:"URL"`
+	Creds     string        `help:"NATS user credentials file." env:"NATS_CREDS" type:"path" placeholder:"FILE"`
+	Bucket    string        `help:"The ownership bucket." default:"RMQ_PARTITIONS"`
+	Timeout   time.Duration `help:"How long the move may take (the old owner makes what it took durable first)." default:"1m"`
+	out       io.Writer     // os.Stdout when nil (tests)
+}
+
+func (c *partitionMoveCmd) Run() error {
+	if c.NATS == "" || c.Partition < 0 || c.To == "" {
+		return &configError{errors.New("partition-move needs --nats (or $NATS_URL), --partition and --to")}
+	}
+	opts := []nats.Option{nats.Name("rocketstore engine partition-move")}
+	if c.Creds != "" {
+		opts = append(opts, nats.UserCredentials(c.Creds))
+	}
+	nc, err := nats.Connect(c.NATS, opts...)
+	if err != nil {
+		return fmt.Errorf("cannot connect to NATS at %s: %w", c.NATS, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, c.Bucket)
+	if err != nil {
+		return fmt.Errorf("ownership bucket %s: %w (are the engines running with --ownership kv?)", c.Bucket, err)
+	}
+	ends, err := engine.MovePartition(ctx, kv, c.Partition, c.To)
+	if err != nil {
+		return err
+	}
+	out := c.out
+	if out == nil {
+		out = os.Stdout
+	}
+	_, err = fmt.Fprintf(out, "partition %d is now %s's; its queues continue at %v\n", c.Partition, c.To, ends)
 	return err
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/rocketstore/engine/engine"
+	natstest2 "github.com/rocketstore/engine/internal/natstest"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -46,6 +48,10 @@ func TestPartitionSettings(t *testing.T) {
 		{[]string{"--partitions", "8", "--owned-partitions", "0", "--partition-subjects", "orders"}, "partition_subjects"},
 		{[]string{"--partitions", "8", "--owned-partitions", "0", "--partition-prefix", "$p"}, "partition_prefix"},
 		{[]string{"--partitions", "8", "--owned-partitions", "0", "--partition-subjects", "o.*", "-s", "nats://x:4222"}, "partition_subjects"},
+		{[]string{"--partitions", "8", "--ownership", "kv", "--engine-id", "e1"}, ""},
+		{[]string{"--partitions", "8", "--ownership", "kv"}, "engine_id"},
+		{[]string{"--partitions", "8", "--ownership", "kv", "--engine-id", "e1", "--replicated", "--owned-partitions", "0"}, "ownership"},
+		{[]string{"--ownership", "kv", "--engine-id", "e1"}, "needs partitions"},
 	} {
 		r := mustParse(t, append([]string{"run", "--store", t.TempDir()}, tc.args...)...)
 		err := r.validate()
@@ -123,5 +129,46 @@ func TestPartitionMapCommand(t *testing.T) {
 	}
 	if err := c.PartitionMap.Run(); err == nil {
 		t.Fatal("a subject without a key token accepted")
+	}
+}
+
+// TestPartitionMoveCommand: partition-move moves a partition between two engines that take
+// their ownership from the bucket, and says where its queues continue; a move of a partition
+// nobody owns is refused.
+func TestPartitionMoveCommand(t *testing.T) {
+	dest, err := ingress.PartitionMapping("rmq.p", 4, "orders.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := natstest2.StartJetStreamCluster(t, 3, map[string]string{"orders.*": dest})
+	for i, claims := range [][]int{{0, 1}, {2}} {
+		srv, err := engine.Serve(engine.Options{Dir: t.TempDir(), CommitLogFileSize: 1 << 20, ConsumeQueueUnits: 1000,
+			IndexSlots: 1024, IndexEntries: 4096, FlushMode: engine.FlushAsync},
+			engine.NATSOptions{URL: c.URL(i), TopicTokens: 1, NoReadAPI: true,
+				Partitions: &ingress.Partitions{Count: 4, Owned: claims},
+				Ownership:  &engine.Ownership{EngineID: fmt.Sprintf("e%d", i), Replicas: 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = srv.Shutdown() })
+	}
+	cmd, err := parseArgs(t, "partition-move", "--nats", c.URL(2), "--partition", "1", "--to", "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.PartitionMove.out = &out
+	if err := cmd.PartitionMove.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "partition 1 is now e1's") {
+		t.Fatalf("output %q", out.String())
+	}
+	cmd, err = parseArgs(t, "partition-move", "--nats", c.URL(2), "--partition", "3", "--to", "e1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.PartitionMove.Run(); err == nil || !strings.Contains(err.Error(), "no owner") {
+		t.Fatalf("a partition nobody owns: %v", err)
 	}
 }

@@ -82,6 +82,10 @@ type runCmd struct {
 	Partitions        int           `help:"Partitioned ingest over several engines (docs/SCALE-OUT.md): P, the partitions (and queues) of every topic; 0: off. The NATS servers partition the subjects with a mapping (engine partition-map prints it)." default:"0" env:"ENGINE_PARTITIONS" group:"Partitions"`
 	OwnedPartitions   string        `name:"owned-partitions" help:"The partitions this engine stores: numbers and ranges, comma-separated (0-15,32)." env:"ENGINE_OWNED_PARTITIONS" group:"Partitions"`
 	PartitionPrefix   string        `name:"partition-prefix" help:"The partitions' namespace: partition p's messages come on <prefix>.<p>.<subject>." default:"rmq.p" env:"ENGINE_PARTITION_PREFIX" group:"Partitions"`
+	Ownership         string        `help:"Where partition ownership comes from: config (--owned-partitions) or kv (a replicated JetStream key-value bucket: --owned-partitions are then claims, and partitions move with engine partition-move)." enum:"config,kv" default:"config" env:"ENGINE_OWNERSHIP" group:"Partitions"`
+	EngineID          string        `name:"engine-id" help:"This engine's name in the ownership bucket: unique among the engines, stable across restarts." env:"ENGINE_ID" group:"Partitions"`
+	OwnershipBucket   string        `name:"ownership-bucket" help:"The ownership key-value bucket (created if missing)." default:"RMQ_PARTITIONS" env:"ENGINE_OWNERSHIP_BUCKET" group:"Partitions"`
+	OwnershipReplicas int           `name:"ownership-replicas" help:"Replicas of the ownership bucket when the engine creates it." default:"3" env:"ENGINE_OWNERSHIP_REPLICAS" group:"Partitions"`
 	Replicated        bool          `help:"Replicated mode (docs/SCALE-OUT.md): consume each owned partition from its replicated JetStream stream through a consumer shared, pinned, by the partition's engines; publishers get JetStream's acks." env:"ENGINE_REPLICATED" group:"Partitions"`
 	StreamPrefix      string        `name:"stream-prefix" help:"Replicated mode: partition p's stream is <prefix><p>." default:"RMQ_P" env:"ENGINE_STREAM_PREFIX" group:"Partitions"`
 	StreamReplicas    int           `name:"stream-replicas" help:"Replicated mode: replicas of the streams the engine creates." default:"3" env:"ENGINE_STREAM_REPLICAS" group:"Partitions"`
@@ -287,6 +291,9 @@ func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions
 		if r.Replicated {
 			nopts.Replicated = &ingress.ReplicatedSource{StreamPrefix: r.StreamPrefix, Replicas: r.StreamReplicas,
 				MaxAge: r.StreamMaxAge, PinnedTTL: r.PinnedTTL}
+		}
+		if r.Ownership == "kv" {
+			nopts.Ownership = &engine.Ownership{Bucket: r.OwnershipBucket, Replicas: r.OwnershipReplicas, EngineID: r.EngineID}
 		}
 	}
 	return opts, nopts

@@ -171,8 +171,8 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		c.Replicated, c.Batched = r, nil // publishers get JetStream's acks
 	}
-	if len(c.Subjects) == 0 {
-		c.Subjects = []string{">"}
+	if len(c.Subjects) == 0 && c.Partitions == nil {
+		c.Subjects = []string{">"} // partitioned ingest may own nothing yet (Dynamic)
 	}
 	if err := checkSubscriptions(c.Subjects); err != nil {
 		return c, err

@@ -45,7 +45,10 @@ type Partitions struct {
 	// Owned are the partitions this engine stores at the start, each in [0, Count). A
 	// partition moves between engines with Ingress.AddPartition and RemovePartition (handoff.go).
 	Owned []int
-	owned []atomic.Bool // by partition: the partitions owned now
+	// Dynamic: ownership comes from elsewhere at run time (a key-value bucket): Owned may start
+	// empty.
+	Dynamic bool
+	owned   []atomic.Bool // by partition: the partitions owned now
 }
 
 // withDefaults checks p and fills in its defaults.
@@ -66,7 +69,7 @@ func (p *Partitions) withDefaults() (*Partitions, error) {
 	if c.Count < 1 || c.Count > MaxPartitions {
 		return nil, fmt.Errorf("ingress: %d partitions: want 1 to %d", c.Count, MaxPartitions)
 	}
-	if len(c.Owned) == 0 {
+	if len(c.Owned) == 0 && !c.Dynamic {
 		return nil, errors.New("ingress: partitioned ingest without an owned partition")
 	}
 	c.owned = make([]atomic.Bool, c.Count)
