@@ -662,11 +662,15 @@ func (s *Server) addPartitionMappings(ns *server.Server) error {
 		count = ingress.DefaultPartitionCount
 	}
 	for _, src := range s.opts.PartitionSources {
-		dest, err := ingress.PartitionMapping(prefix, count, src)
+		subject, n, err := ingress.SplitPartitionSource(src, count)
 		if err != nil {
 			return err
 		}
-		if err := ns.GlobalAccount().AddMapping(src, dest); err != nil {
+		dest, err := ingress.PartitionMapping(prefix, n, subject)
+		if err != nil {
+			return err
+		}
+		if err := ns.GlobalAccount().AddMapping(subject, dest); err != nil {
 			return fmt.Errorf("embedded nats: mapping %q -> %q: %w", src, dest, err)
 		}
 	}

@@ -85,7 +85,11 @@ func (v *validator) partitions() {
 		v.bad("partition_prefix", "%v", err)
 	}
 	for _, src := range r.PartitionSubjects {
-		if _, err := ingress.PartitionMapping(r.PartitionPrefix, r.Partitions, src); err != nil {
+		subject, n, err := ingress.SplitPartitionSource(src, r.Partitions)
+		if err == nil {
+			_, err = ingress.PartitionMapping(r.PartitionPrefix, n, subject)
+		}
+		if err != nil {
 			v.bad("partition_subjects", "%v", err)
 		}
 	}
@@ -128,7 +132,7 @@ func (r *runCmd) partitionsOf() *ingress.Partitions {
 type partitionMapCmd struct {
 	Partitions int       `help:"The partition count P of every topic (chosen once: it decides which partition a key is in)." default:"64"`
 	Prefix     string    `name:"partition-prefix" help:"The partitions' namespace: a message of partition p is published to <prefix>.<p>.<its subject>." default:"rmq.p"`
-	Subjects   []string  `arg:"" help:"Subjects to partition, each with one or more '*' tokens: the key (for example orders.* or orders.*.>)."`
+	Subjects   []string  `arg:"" help:"Subjects to partition, each with one or more '*' tokens: the key (for example orders.* or orders.*.>); subject=N gives that subject's topic N partitions, fewer than --partitions."`
 	out        io.Writer // os.Stdout when nil (tests)
 }
 
@@ -139,11 +143,15 @@ func (c *partitionMapCmd) Run() error {
 	b.WriteString("# publishers' account; here the default one): a message is mapped where it enters NATS.\n")
 	b.WriteString("mappings {\n")
 	for _, src := range c.Subjects {
-		dest, err := ingress.PartitionMapping(c.Prefix, c.Partitions, src)
+		subject, n, err := ingress.SplitPartitionSource(src, c.Partitions)
 		if err != nil {
 			return &configError{err}
 		}
-		fmt.Fprintf(&b, "  %q: %q\n", src, dest)
+		dest, err := ingress.PartitionMapping(c.Prefix, n, subject)
+		if err != nil {
+			return &configError{err}
+		}
+		fmt.Fprintf(&b, "  %q: %q\n", subject, dest)
 	}
 	b.WriteString("}\n")
 	out := c.out

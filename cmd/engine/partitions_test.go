@@ -72,7 +72,7 @@ func TestPartitionSettings(t *testing.T) {
 // TestPartitionMapCommand: partition-map prints a mappings block that nats-server's own
 // configuration parser reads back.
 func TestPartitionMapCommand(t *testing.T) {
-	c, err := parseArgs(t, "partition-map", "--partitions", "16", "orders.*", "pay.*.>")
+	c, err := parseArgs(t, "partition-map", "--partitions", "16", "orders.*", "pay.*.>", "small.*=4")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,8 @@ func TestPartitionMapCommand(t *testing.T) {
 	}
 	out := buf.String()
 	for _, want := range []string{`"orders.*": "rmq.p.{{partition(16,1)}}.orders.{{wildcard(1)}}"`,
-		`"pay.*.>": "rmq.p.{{partition(16,1)}}.pay.{{wildcard(1)}}.>"`} {
+		`"pay.*.>": "rmq.p.{{partition(16,1)}}.pay.{{wildcard(1)}}.>"`,
+		`"small.*": "rmq.p.{{partition(4,1)}}.small.{{wildcard(1)}}"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %s:\n%s", want, out)
 		}

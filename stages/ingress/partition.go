@@ -134,6 +134,22 @@ func (p *Partitions) OwnedNow() []int {
 	return out
 }
 
+// SplitPartitionSource splits a mapping source with its own partition count, "orders.*=16", into
+// the subject and the count; a source without "=" has count (the engines' --partitions). A
+// topic may have fewer partitions than the engines' count (queues past its own stay unused),
+// never more.
+func SplitPartitionSource(src string, count int) (subject string, n int, err error) {
+	subject, num, found := strings.Cut(src, "=")
+	if !found {
+		return src, count, nil
+	}
+	n, err = strconv.Atoi(num)
+	if err != nil || n < 1 || n > count {
+		return "", 0, fmt.Errorf("ingress: mapping source %q: the count after '=' must be 1 to %d (the partitions)", src, count)
+	}
+	return subject, n, nil
+}
+
 // PartitionOf is the partition nats-server's {{partition(count, ...)}} gives a key (the chosen
 // wildcard tokens of the subject, concatenated without a separator): FNV-1a (32 bits) mod count.
 func PartitionOf(key string, count int) int {

@@ -102,3 +102,18 @@ func TestPartitionRoutes(t *testing.T) {
 		t.Fatalf("owned now %v", got)
 	}
 }
+
+func TestSplitPartitionSource(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		subj string
+		n    int
+		ok   bool
+	}{{"orders.*", "orders.*", 64, true}, {"orders.*=16", "orders.*", 16, true}, {"o.*=64", "o.*", 64, true},
+		{"o.*=65", "", 0, false}, {"o.*=0", "", 0, false}, {"o.*=x", "", 0, false}} {
+		subj, n, err := SplitPartitionSource(c.in, 64)
+		if (err == nil) != c.ok || subj != c.subj || n != c.n {
+			t.Errorf("%q: %q %d %v", c.in, subj, n, err)
+		}
+	}
+}
