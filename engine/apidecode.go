@@ -128,6 +128,17 @@ func decodeOffsets(data []byte) (api.OffsetsRequest, error) {
 	return r, checkRequestTopic(r.Topic)
 }
 
+func decodeOffsetsForTime(data []byte) (api.OffsetsForTimeRequest, error) {
+	var r api.OffsetsForTimeRequest
+	if err := decodeRequest(data, &r); err != nil {
+		return r, err
+	}
+	if r.Timestamp < 0 {
+		return r, badRequest{fmt.Errorf("negative timestamp %d", r.Timestamp)}
+	}
+	return r, checkRequestTopic(r.Topic)
+}
+
 func decodeTopics(data []byte) (api.TopicsRequest, error) {
 	var r api.TopicsRequest
 	err := decodeRequest(data, &r)

@@ -25,6 +25,7 @@ var apiDecoders = []struct {
 	{api.EndpointOffsetForTime, func(b []byte) (any, error) { return decodeOffsetForTime(b) }},
 	{api.EndpointOffsets, func(b []byte) (any, error) { return decodeOffsets(b) }},
 	{api.EndpointTopics, func(b []byte) (any, error) { return decodeTopics(b) }},
+	{api.EndpointOffsetsForTime, func(b []byte) (any, error) { return decodeOffsetsForTime(b) }},
 	{api.EndpointCommit, func(b []byte) (any, error) { return decodeCommit(b) }},
 	{api.EndpointFetch, func(b []byte) (any, error) { return decodeFetch(b) }},
 	{api.EndpointReplay, func(b []byte) (any, error) { return decodeReplay(b, api.DefaultPrefix) }},

@@ -65,6 +65,13 @@ func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Par
 			return marshal(api.OffsetsReply{Topic: r.Topic, Queues: []api.QueueOffsets{}})
 		}},
 		{api.EndpointTopics, s.topics, nil},
+		{api.EndpointOffsetsForTime, s.offsetsForTime, func(data []byte) ([]byte, error) {
+			r, err := decodeOffsetsForTime(data)
+			if err != nil {
+				return nil, err
+			}
+			return marshal(api.OffsetsForTimeReply{Topic: r.Topic, Queues: []api.QueueOffsetAt{}})
+		}},
 	} {
 		h := micro.HandlerFunc(func(req micro.Request) {
 			covered := s.covered()
@@ -85,6 +92,28 @@ func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Par
 		}
 	}
 	return nil
+}
+
+// offsetsForTime answers, for every queue of the topic here, the first offset at or after the
+// time (the fan-out "by time").
+func (s *apiService) offsetsForTime(data []byte) ([]byte, error) {
+	r, err := decodeOffsetsForTime(data)
+	if err != nil {
+		return nil, err
+	}
+	qs, err := s.e.QueueOffsets(r.Topic)
+	if err != nil {
+		return nil, err
+	}
+	out := api.OffsetsForTimeReply{Topic: r.Topic, Queues: make([]api.QueueOffsetAt, 0, len(qs))}
+	for _, q := range qs {
+		off, err := s.e.OffsetForTime(r.Topic, q.QueueID, r.Timestamp)
+		if err != nil {
+			return nil, err
+		}
+		out.Queues = append(out.Queues, api.QueueOffsetAt{QueueID: q.QueueID, Offset: off})
+	}
+	return marshal(out)
 }
 
 // respondCovered is respond with the headers that say which partitions the answer covers (an

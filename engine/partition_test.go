@@ -412,6 +412,30 @@ func TestPartitionedReads(t *testing.T) {
 		}
 	}
 
+	// By time: the first offset at or after a time, for every partition, from every engine.
+	for _, ts := range []int64{0, time.Now().Add(time.Hour).UnixMilli()} {
+		at, err := cl.OffsetsForTimeAll(ctx, "orders", ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(at.Queues) != len(gotOffsets.Queues) {
+			t.Fatalf("offsets for time %d: %+v", ts, at.Queues)
+		}
+		for i, q := range at.Queues {
+			want := gotOffsets.Queues[i].MinOffset
+			if ts > 0 {
+				want = gotOffsets.Queues[i].MaxOffset
+			}
+			routed, err := cl.OffsetForTime(ctx, api.OffsetForTimeRequest{Topic: "orders", QueueID: q.QueueID, Timestamp: ts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if q.Offset != want || routed != want {
+				t.Fatalf("queue %d at %d: fan-out %d, routed %d, want %d", q.QueueID, ts, q.Offset, routed, want)
+			}
+		}
+	}
+
 	// Engine 1 stops: the fan-out answers without its partitions, and says so.
 	if err := engines[1].shutdown(); err != nil {
 		t.Fatal(err)

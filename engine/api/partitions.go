@@ -330,3 +330,47 @@ func (c *Client) getHistory(ctx context.Context, req GetRequest) (*GetReply, boo
 		}
 	}
 }
+
+// EndpointOffsetsForTime is the fan-out endpoint that answers, for every queue of a topic an
+// engine holds, the first offset stored at or after a time (Kafka's offsetsForTimes): where to
+// start reading every partition from a moment on.
+const EndpointOffsetsForTime = "offsets_for_time"
+
+// OffsetsForTimeRequest asks for the offsets of Topic's queues at Timestamp (ms).
+type OffsetsForTimeRequest struct {
+	Topic     string `json:"topic"`
+	Timestamp int64  `json:"timestamp"`
+}
+
+// OffsetsForTimeReply lists them by queue id.
+type OffsetsForTimeReply struct {
+	Topic  string          `json:"topic"`
+	Queues []QueueOffsetAt `json:"queues"`
+}
+
+// QueueOffsetAt is a queue's first offset stored at or after the time asked (its max offset when
+// every message is older, its min when none is).
+type QueueOffsetAt struct {
+	QueueID int32 `json:"queueId"`
+	Offset  int64 `json:"offset"`
+}
+
+// OffsetsForTimeAll gathers, from every engine, the offset of every queue (partition) of topic
+// at ts (ms). A queue on several engines (history before a handoff) takes the lowest answer:
+// the old holder answers its end when all it holds is older.
+func (c *Client) OffsetsForTimeAll(ctx context.Context, topic string, ts int64) (*OffsetsForTimeReply, error) {
+	byQueue := map[int32]int64{}
+	err := gather(ctx, c, EndpointOffsetsForTime, OffsetsForTimeRequest{Topic: topic, Timestamp: ts}, func(r *OffsetsForTimeReply) {
+		for _, q := range r.Queues {
+			if prev, ok := byQueue[q.QueueID]; !ok || q.Offset < prev {
+				byQueue[q.QueueID] = q.Offset
+			}
+		}
+	})
+	out := &OffsetsForTimeReply{Topic: topic, Queues: []QueueOffsetAt{}}
+	for q, off := range byQueue {
+		out.Queues = append(out.Queues, QueueOffsetAt{QueueID: q, Offset: off})
+	}
+	slices.SortFunc(out.Queues, func(a, b QueueOffsetAt) int { return cmp.Compare(a.QueueID, b.QueueID) })
+	return out, err
+}
