@@ -121,6 +121,8 @@ var (
 	descCacheEvict    = newDesc("ingress_subject_cache_evictions_total", "Evictions from ingress' subject cache.")
 	descNATSConnected = newDesc("nats_connected", "1 while the engine's NATS connection is connected.")
 	descNATSReconnect = newDesc("nats_reconnects_total", "Reconnections of the engine's NATS connection.")
+	descPartsOwned    = newDesc("partitions_owned", "Partitions this engine takes now (partitioned ingest; absent otherwise).")
+	descReplFloor     = newDesc("replicated_floor_sequence", "Replicated mode: the stream sequence up to which a partition is durable here.", "partition")
 )
 
 func newDesc(name, help string, labels ...string) *prometheus.Desc {
@@ -137,7 +139,7 @@ var allDescs = []*prometheus.Desc{
 	descRecDuration, descRecRecords, descRecBytes, descRecCut, descRecClean,
 	descReceived, descExcluded, descEncoded, descRefused, descAborted, descDropped, descSlowConsumer,
 	descAcks, descErrorReplies, descReplyFailures, descPending, descWorkerQueue, descSubjectCache, descCacheEvict,
-	descNATSConnected, descNATSReconnect,
+	descNATSConnected, descNATSReconnect, descPartsOwned, descReplFloor,
 	prometheus.NewHistogram(syncDurationOpts).Desc(), prometheus.NewHistogram(syncSizeOpts).Desc(),
 }
 
@@ -269,6 +271,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		nc := st.server.conn
 		gauge(descNATSConnected, bool01(nc.IsConnected()))
 		counter(descNATSReconnect, int64(nc.Stats().Reconnects))
+	}
+	if st.server != nil && st.server.ing != nil {
+		if p := st.server.ing.Partitions(); p != nil {
+			gauge(descPartsOwned, float64(len(p.OwnedNow())))
+		}
+		for part, f := range st.server.ing.ReplicatedFloors() {
+			gauge(descReplFloor, float64(f), strconv.Itoa(part))
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -531,6 +532,21 @@ type StatusNATS struct {
 	Reconnects    uint64   `json:"reconnects"`
 	// Clients is the embedded server's client connections (the engine's included).
 	Clients int `json:"clients,omitempty"`
+	// Partitions, under partitioned ingest (docs/SCALE-OUT.md).
+	Partitions *StatusPartitions `json:"partitions,omitempty"`
+}
+
+// StatusPartitions are the partitions this engine takes.
+type StatusPartitions struct {
+	Count int    `json:"count"`
+	Owned []int  `json:"owned"`
+	Mode  string `json:"mode"` // "single-copy" or "replicated"
+	// Ownership is "config" or "kv" (a key-value bucket; EngineID names this engine there).
+	Ownership string `json:"ownership"`
+	EngineID  string `json:"engine_id,omitempty"`
+	// Floors are, in replicated mode, each partition's stream sequence up to which everything is
+	// durable here.
+	Floors map[string]uint64 `json:"floors,omitempty"`
 }
 
 // Status returns what /status shows.
@@ -630,6 +646,24 @@ func natsStatus(s *Server) *StatusNATS {
 	}
 	if s.nats != nil {
 		n.Clients = s.nats.NumClients()
+	}
+	if s.ing != nil {
+		if p := s.ing.Partitions(); p != nil {
+			sp := &StatusPartitions{Count: p.Count, Owned: p.OwnedNow(), Mode: "single-copy", Ownership: "config"}
+			if sp.Owned == nil {
+				sp.Owned = []int{}
+			}
+			if s.opts.Ownership != nil {
+				sp.Ownership, sp.EngineID = "kv", s.opts.Ownership.EngineID
+			}
+			if floors := s.ing.ReplicatedFloors(); floors != nil {
+				sp.Mode, sp.Floors = "replicated", map[string]uint64{}
+				for part, f := range floors {
+					sp.Floors[strconv.Itoa(part)] = f
+				}
+			}
+			n.Partitions = sp
+		}
 	}
 	return n
 }

@@ -287,6 +287,9 @@ func TestPartitionSubscriptions(t *testing.T) {
 	if got := s.subjects(); len(got) != 2 || got[0] != "rmq.p.0.>" || got[1] != "rmq.p.1.>" {
 		t.Errorf("subjects %v", got)
 	}
+	if p := natsStatus(s.Server).Partitions; p == nil || p.Count != 4 || len(p.Owned) != 2 || p.Mode != "single-copy" || p.Ownership != "config" {
+		t.Errorf("status partitions %+v", p)
+	}
 }
 
 // TestPartitionedReads: reads over the cluster of partitioned engines equal those of one engine

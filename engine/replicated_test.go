@@ -151,6 +151,9 @@ func TestReplicatedFailover(t *testing.T) {
 	publish(2*perPhase, 3*perPhase)
 	waitStored(survivor, 3*perPhase)
 
+	if p := natsStatus(survivor.Server).Partitions; p == nil || p.Mode != "replicated" || len(p.Floors) != replParts {
+		t.Fatalf("status partitions %+v", p)
+	}
 	got := replStored(t, survivor.Engine)
 	seen := map[string]bool{}
 	lastOf := map[string]int{} // key -> last n, in queue order

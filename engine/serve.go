@@ -118,6 +118,10 @@ type NATSOptions struct {
 	// durable consumer the partition's engines share, pinned to one of them at a time; the
 	// publishers' acks are JetStream's. Needs Partitions and JetStream on the servers.
 	Replicated *ingress.ReplicatedSource
+	// OnRunning, when set, is called with the server once it serves, just before the "engine
+	// running" log line (a monitor attaches there, so that whoever waits for that line finds the
+	// status running).
+	OnRunning func(*Server)
 	// Ownership, with Partitions, takes partition ownership from a replicated JetStream
 	// key-value bucket instead of Partitions.Owned alone (ownership.go): Partitions.Owned are
 	// then claims, taken only where nobody owns the partition yet, and partitions move between
@@ -269,6 +273,9 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 			defer close(s.ownershipDone)
 			s.watchOwnership(octx, ownKV, nopts.Ownership.EngineID)
 		}()
+	}
+	if nopts.OnRunning != nil {
+		nopts.OnRunning(s)
 	}
 	log.Info().Str("nats", s.conn.ConnectedUrlRedacted()).Strs("subjects", s.subjects()).Str("store", opts.Dir).
 		Str("flush", opts.FlushMode.String()).Msg("engine running")

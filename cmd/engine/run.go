@@ -167,6 +167,9 @@ func (r *runCmd) Run(log zerolog.Logger, levels *engine.LevelWriter) error {
 		defer mon.Close()
 		log.Info().Str("http", mon.URL()).Msg("monitoring")
 	}
+	if mon != nil {
+		nopts.OnRunning = mon.Attach // before the "engine running" line: the status is then running
+	}
 	srv, err := engine.ServeContext(startCtx, opts, nopts)
 	if err != nil {
 		if startCtx.Err() != nil && errors.Is(err, context.Canceled) {

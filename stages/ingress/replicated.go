@@ -264,3 +264,16 @@ func replDoneOf(acc *map[*replPartition][]replDone, r *stages.Record, meta *repl
 	}
 	(*acc)[meta.part] = append((*acc)[meta.part], replDone{seq: meta.seq, ack: meta.ack})
 }
+
+// ReplicatedFloors are, in replicated mode, each consumed partition's floor: the stream sequence
+// up to which everything is durable here (and acked to the consumer); nil otherwise.
+func (in *Ingress) ReplicatedFloors() map[int]uint64 {
+	if in.repl == nil {
+		return nil
+	}
+	out := make(map[int]uint64, len(in.repl.parts))
+	for p, rp := range in.repl.parts {
+		out[p] = rp.Floor()
+	}
+	return out
+}
