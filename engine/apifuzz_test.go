@@ -141,6 +141,11 @@ func checkDecoded(t *testing.T, endpoint string, data []byte, req any) {
 		}
 	case api.OffsetsRequest:
 		topic(r.Topic)
+	case api.OffsetsForTimeRequest:
+		topic(r.Topic)
+		if r.Timestamp < 0 {
+			fail("a negative timestamp")
+		}
 	case api.TopicsRequest:
 	case api.CommitRequest:
 		group(r.Group)
