@@ -68,8 +68,10 @@ func OpenOwnershipBucket(ctx context.Context, js jetstream.JetStream, bucket str
 	bucket = cmpOr(bucket, DefaultOwnershipBucket)
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 5,
-			Replicas: cmpOrInt(replicas, DefaultOwnershipReplicas), Storage: jetstream.FileStorage})
+		kv, err = ingress.RetryPlacement(ctx, func() (jetstream.KeyValue, error) {
+			return js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 5,
+				Replicas: cmpOrInt(replicas, DefaultOwnershipReplicas), Storage: jetstream.FileStorage})
+		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = js.KeyValue(ctx, bucket)
 		}

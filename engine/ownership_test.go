@@ -94,6 +94,9 @@ func TestOwnershipBucket(t *testing.T) {
 	if got := engines[2].Partitions().OwnedNow(); slices.Contains(got, moved) || len(got) != len(owned(2))-1 {
 		t.Fatalf("restarted e2 owns %v", got)
 	}
+	for p := range partCount { // the restarted engine's subscriptions reach the publisher's server
+		c.WaitInterest(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, p) + ".orders.x")
+	}
 	publish(200, 400)
 
 	queue := func(s *served) QueueOffsets {

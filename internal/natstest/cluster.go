@@ -187,13 +187,18 @@ func StartJetStreamCluster(t testing.TB, n int, mappings map[string]string) *Clu
 		c.Servers = append(c.Servers, c.start(i, c.routes))
 	}
 	c.WaitRoutes()
-	c.WaitFor("a JetStream meta leader", func() bool {
+	c.WaitFor("a JetStream meta leader that sees every server", func() bool {
 		leaders := 0
 		for _, s := range c.Up() {
 			if !s.JetStreamIsCurrent() {
 				return false
 			}
+			// The leader places streams on the peers it has stats of: until it has every one, an
+			// R3 stream may be refused ("no suitable peers for placement").
 			if s.JetStreamIsLeader() {
+				if len(s.JetStreamClusterPeers()) != n {
+					return false
+				}
 				leaders++
 			}
 		}

@@ -169,10 +169,12 @@ func (r *replicated) open(ctx context.Context, p int) (*replPartition, error) {
 	name := src.StreamName(p)
 	stream, err := r.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && !src.NoCreate {
-		stream, err = r.js.CreateStream(ctx, jetstream.StreamConfig{
-			Name: name, Subjects: []string{PartitionSubject(prefix, p) + ".>"},
-			Storage: jetstream.FileStorage, Replicas: src.Replicas, Retention: jetstream.LimitsPolicy,
-			MaxAge: src.MaxAge, Duplicates: 2 * time.Minute,
+		stream, err = RetryPlacement(ctx, func() (jetstream.Stream, error) {
+			return r.js.CreateStream(ctx, jetstream.StreamConfig{
+				Name: name, Subjects: []string{PartitionSubject(prefix, p) + ".>"},
+				Storage: jetstream.FileStorage, Replicas: src.Replicas, Retention: jetstream.LimitsPolicy,
+				MaxAge: src.MaxAge, Duplicates: 2 * time.Minute,
+			})
 		})
 	}
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -181,10 +183,12 @@ func (r *replicated) open(ctx context.Context, p int) (*replPartition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ingress: replicated: stream %s: %w", name, err)
 	}
-	cons, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: src.Consumer, AckPolicy: jetstream.AckAllPolicy, AckWait: src.AckWait,
-		MaxAckPending: src.MaxAckPending, DeliverPolicy: jetstream.DeliverAllPolicy,
-		PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{src.Group}, PinnedTTL: src.PinnedTTL,
+	cons, err := RetryPlacement(ctx, func() (jetstream.Consumer, error) {
+		return stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable: src.Consumer, AckPolicy: jetstream.AckAllPolicy, AckWait: src.AckWait,
+			MaxAckPending: src.MaxAckPending, DeliverPolicy: jetstream.DeliverAllPolicy,
+			PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{src.Group}, PinnedTTL: src.PinnedTTL,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ingress: replicated: consumer %s on %s: %w", src.Consumer, name, err)
