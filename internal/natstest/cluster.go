@@ -147,6 +147,12 @@ func (c *Cluster) WaitNoInterest(subject string) {
 // state that has no event to wait on (routes, interest); nothing else should poll.
 func (c *Cluster) WaitFor(what string, cond func() bool) {
 	c.t.Helper()
+	WaitFor(c.t, what, cond)
+}
+
+// WaitFor is Cluster.WaitFor for servers outside a Cluster.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.NewTimer(WaitTimeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(time.Millisecond)
@@ -155,7 +161,7 @@ func (c *Cluster) WaitFor(what string, cond func() bool) {
 		select {
 		case <-tick.C:
 		case <-deadline.C:
-			c.t.Fatalf("natstest: %s: not reached within %v", what, WaitTimeout)
+			t.Fatalf("natstest: %s: not reached within %v", what, WaitTimeout)
 		}
 	}
 }
