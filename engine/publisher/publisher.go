@@ -45,9 +45,11 @@ type Options struct {
 	// RetryDelay is the wait before resending a message the engine refused as unavailable (503,
 	// 507): 100 ms.
 	RetryDelay time.Duration
-	// OnResult, when set, is called with every future as it is answered, and its outcome (as
-	// Result gives it), in no particular order, on the publisher's goroutines: it must not block
-	// (benchmarks time acks with it).
+	// OnResult, when set, is called with every future as it is answered, and its outcome, in no
+	// particular order, on the publisher's goroutines: it must not block (benchmarks time acks
+	// with it). The outcome is Result's but for Ack.MsgID, set only for a message with a
+	// Nats-Msg-Id: the default id, "<stream>:<seq>", would cost a string per message, so
+	// f.MsgID() makes it when it is wanted.
 	OnResult func(f *Future, a Ack, err error)
 	// MaxPack bounds the messages of one pack (256): consecutive messages of one subject go out
 	// as one NATS message, which the engine splits again (see pack.go and docs/BATCHED-ACKS.md,
@@ -360,7 +362,7 @@ func (p *Publisher) callbacks(answered []*Future) {
 		// just released: no need to take it again, once per message, as Result would.
 		a, err := f.ack, f.err
 		if err == nil {
-			a.MsgID = f.msgIDLocked()
+			a.MsgID = f.msgID // the Nats-Msg-Id, or "": see Options.OnResult
 		}
 		p.opts.OnResult(f, a, err)
 	}
