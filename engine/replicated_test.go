@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,15 +79,17 @@ func TestReplicatedFailover(t *testing.T) {
 	for p := range all {
 		all[p] = p
 	}
-	serveRepl := func(url, dir string) *served {
+	serveRepl := func(url, dir, consumer string) *served {
 		opts := testOptions(t, dir)
 		return serve(t, opts, NATSOptions{URL: url, TopicTokens: 1, NoReadAPI: true,
 			Partitions: &ingress.Partitions{Count: replParts, Owned: all},
-			Replicated: &ingress.ReplicatedSource{PinnedTTL: time.Second, AckWait: 2 * time.Second}})
+			Replicated: &ingress.ReplicatedSource{Consumer: consumer, PinnedTTL: time.Second, AckWait: 2 * time.Second}})
 	}
 	dirA, dirB := t.TempDir(), t.TempDir()
-	a := serveRepl(c.URL(0), dirA)
-	b := serveRepl(c.URL(1)+","+c.URL(2), dirB)
+	a := serveRepl(c.URL(0), dirA, "")
+	b := serveRepl(c.URL(1)+","+c.URL(2), dirB, "")
+	// A hot standby: a consumer of its own, so it takes every partition all along.
+	hot := serveRepl(c.URL(2)+","+c.URL(1), t.TempDir(), "hot-standby")
 
 	nc, err := nats.Connect(c.URL(2)+","+c.URL(1), nats.DontRandomize(), nats.MaxReconnects(-1),
 		nats.ReconnectWait(50*time.Millisecond))
@@ -185,6 +188,12 @@ func TestReplicatedFailover(t *testing.T) {
 		if !seen[id] {
 			t.Fatalf("acknowledged %s is not stored", id)
 		}
+	}
+
+	// The hot standby holds the same, at the same queue offsets.
+	waitStored(hot, 3*perPhase)
+	if theirs := replStored(t, hot.Engine); !maps.Equal(theirs, got) {
+		t.Fatalf("the hot standby holds %d messages, the survivor %d, not at the same offsets", len(theirs), len(got))
 	}
 
 	// The killed engine's store, reopened: every message it holds is where the survivor has it.

@@ -109,6 +109,9 @@ func (v *validator) partitions() {
 		v.atLeast("stream_replicas", r.StreamReplicas, 1)
 		v.positive("stream_max_age", r.StreamMaxAge)
 		v.positive("pinned_ttl", r.PinnedTTL)
+		if r.ReplicatedConsumer == "" || strings.ContainsAny(r.ReplicatedConsumer, ". *>\t\r\n") {
+			v.bad("replicated_consumer", "%q: a JetStream consumer name, without '.', '*', '>' or spaces", r.ReplicatedConsumer)
+		}
 		if r.StreamPrefix == "" || strings.ContainsAny(r.StreamPrefix, ". *>\t\r\n") {
 			v.bad("stream_prefix", "%q: a JetStream stream name prefix, without '.', '*', '>' or spaces", r.StreamPrefix)
 		}

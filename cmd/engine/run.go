@@ -79,19 +79,20 @@ type runCmd struct {
 	PendingBytes   limitSize     `name:"pending-bytes" help:"Bytes the NATS client buffers per subscription before dropping; -1: no limit." default:"64MiB" env:"ENGINE_PENDING_BYTES" group:"Ingress"`
 	DrainTimeout   time.Duration `name:"drain-timeout" help:"At shutdown, how long the subscriptions, then the connection, may take to drain." default:"30s" env:"ENGINE_DRAIN_TIMEOUT" group:"Ingress"`
 
-	Partitions        int           `help:"Partitioned ingest over several engines (docs/SCALE-OUT.md): P, the partitions (and queues) of every topic; 0: off. The NATS servers partition the subjects with a mapping (engine partition-map prints it)." default:"0" env:"ENGINE_PARTITIONS" group:"Partitions"`
-	OwnedPartitions   string        `name:"owned-partitions" help:"The partitions this engine stores: numbers and ranges, comma-separated (0-15,32)." env:"ENGINE_OWNED_PARTITIONS" group:"Partitions"`
-	PartitionPrefix   string        `name:"partition-prefix" help:"The partitions' namespace: partition p's messages come on <prefix>.<p>.<subject>." default:"rmq.p" env:"ENGINE_PARTITION_PREFIX" group:"Partitions"`
-	Ownership         string        `help:"Where partition ownership comes from: config (--owned-partitions) or kv (a replicated JetStream key-value bucket: --owned-partitions are then claims, and partitions move with engine partition-move)." enum:"config,kv" default:"config" env:"ENGINE_OWNERSHIP" group:"Partitions"`
-	EngineID          string        `name:"engine-id" help:"This engine's name in the ownership bucket: unique among the engines, stable across restarts." env:"ENGINE_ID" group:"Partitions"`
-	OwnershipBucket   string        `name:"ownership-bucket" help:"The ownership key-value bucket (created if missing)." default:"RMQ_PARTITIONS" env:"ENGINE_OWNERSHIP_BUCKET" group:"Partitions"`
-	OwnershipReplicas int           `name:"ownership-replicas" help:"Replicas of the ownership bucket when the engine creates it." default:"3" env:"ENGINE_OWNERSHIP_REPLICAS" group:"Partitions"`
-	Replicated        bool          `help:"Replicated mode (docs/SCALE-OUT.md): consume each owned partition from its replicated JetStream stream through a consumer shared, pinned, by the partition's engines; publishers get JetStream's acks." env:"ENGINE_REPLICATED" group:"Partitions"`
-	StreamPrefix      string        `name:"stream-prefix" help:"Replicated mode: partition p's stream is <prefix><p>." default:"RMQ_P" env:"ENGINE_STREAM_PREFIX" group:"Partitions"`
-	StreamReplicas    int           `name:"stream-replicas" help:"Replicated mode: replicas of the streams the engine creates." default:"3" env:"ENGINE_STREAM_REPLICAS" group:"Partitions"`
-	StreamMaxAge      time.Duration `name:"stream-max-age" help:"Replicated mode: how long the streams the engine creates keep messages (an engine that falls further behind cannot catch up)." default:"168h" env:"ENGINE_STREAM_MAX_AGE" group:"Partitions"`
-	PinnedTTL         time.Duration `name:"pinned-ttl" help:"Replicated mode: how long a silent engine keeps its partitions before another takes them." default:"10s" env:"ENGINE_PINNED_TTL" group:"Partitions"`
-	PartitionSubjects []string      `name:"partition-subjects" help:"Subjects the embedded server partitions, each with '*' key tokens (orders.*): their mappings are added to it. Every other server must carry the same." env:"ENGINE_PARTITION_SUBJECTS" group:"Partitions"`
+	Partitions         int           `help:"Partitioned ingest over several engines (docs/SCALE-OUT.md): P, the partitions (and queues) of every topic; 0: off. The NATS servers partition the subjects with a mapping (engine partition-map prints it)." default:"0" env:"ENGINE_PARTITIONS" group:"Partitions"`
+	OwnedPartitions    string        `name:"owned-partitions" help:"The partitions this engine stores: numbers and ranges, comma-separated (0-15,32)." env:"ENGINE_OWNED_PARTITIONS" group:"Partitions"`
+	PartitionPrefix    string        `name:"partition-prefix" help:"The partitions' namespace: partition p's messages come on <prefix>.<p>.<subject>." default:"rmq.p" env:"ENGINE_PARTITION_PREFIX" group:"Partitions"`
+	Ownership          string        `help:"Where partition ownership comes from: config (--owned-partitions) or kv (a replicated JetStream key-value bucket: --owned-partitions are then claims, and partitions move with engine partition-move)." enum:"config,kv" default:"config" env:"ENGINE_OWNERSHIP" group:"Partitions"`
+	EngineID           string        `name:"engine-id" help:"This engine's name in the ownership bucket: unique among the engines, stable across restarts." env:"ENGINE_ID" group:"Partitions"`
+	OwnershipBucket    string        `name:"ownership-bucket" help:"The ownership key-value bucket (created if missing)." default:"RMQ_PARTITIONS" env:"ENGINE_OWNERSHIP_BUCKET" group:"Partitions"`
+	OwnershipReplicas  int           `name:"ownership-replicas" help:"Replicas of the ownership bucket when the engine creates it." default:"3" env:"ENGINE_OWNERSHIP_REPLICAS" group:"Partitions"`
+	Replicated         bool          `help:"Replicated mode (docs/SCALE-OUT.md): consume each owned partition from its replicated JetStream stream through a consumer shared, pinned, by the partition's engines; publishers get JetStream's acks." env:"ENGINE_REPLICATED" group:"Partitions"`
+	StreamPrefix       string        `name:"stream-prefix" help:"Replicated mode: partition p's stream is <prefix><p>." default:"RMQ_P" env:"ENGINE_STREAM_PREFIX" group:"Partitions"`
+	StreamReplicas     int           `name:"stream-replicas" help:"Replicated mode: replicas of the streams the engine creates." default:"3" env:"ENGINE_STREAM_REPLICAS" group:"Partitions"`
+	StreamMaxAge       time.Duration `name:"stream-max-age" help:"Replicated mode: how long the streams the engine creates keep messages (an engine that falls further behind cannot catch up)." default:"168h" env:"ENGINE_STREAM_MAX_AGE" group:"Partitions"`
+	ReplicatedConsumer string        `name:"replicated-consumer" help:"Replicated mode: the durable consumer this engine shares with the partition's other engines (one takes a partition at a time); a name of its own makes it a hot standby that takes everything." default:"rocketstore" env:"ENGINE_REPLICATED_CONSUMER" group:"Partitions"`
+	PinnedTTL          time.Duration `name:"pinned-ttl" help:"Replicated mode: how long a silent engine keeps its partitions before another takes them." default:"10s" env:"ENGINE_PINNED_TTL" group:"Partitions"`
+	PartitionSubjects  []string      `name:"partition-subjects" help:"Subjects the embedded server partitions, each with '*' key tokens (orders.*): their mappings are added to it. Every other server must carry the same." env:"ENGINE_PARTITION_SUBJECTS" group:"Partitions"`
 
 	JSStream   string `name:"js-stream" help:"Pull from this existing JetStream stream instead of subscribing to --subjects: a lossless bridge (each message is acked to the stream once durable here)." env:"ENGINE_JS_STREAM" group:"JetStream bridge"`
 	JSConsumer string `name:"js-consumer" help:"Durable pull consumer on --js-stream (created if missing)." default:"rocketstore" env:"ENGINE_JS_CONSUMER" group:"JetStream bridge"`
@@ -293,7 +294,7 @@ func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions
 		nopts.Subjects, nopts.QueuesPerTopic, nopts.PartitionSources = nil, r.Partitions, r.PartitionSubjects
 		if r.Replicated {
 			nopts.Replicated = &ingress.ReplicatedSource{StreamPrefix: r.StreamPrefix, Replicas: r.StreamReplicas,
-				MaxAge: r.StreamMaxAge, PinnedTTL: r.PinnedTTL}
+				MaxAge: r.StreamMaxAge, PinnedTTL: r.PinnedTTL, Consumer: r.ReplicatedConsumer}
 		}
 		if r.Ownership == "kv" {
 			nopts.Ownership = &engine.Ownership{Bucket: r.OwnershipBucket, Replicas: r.OwnershipReplicas, EngineID: r.EngineID}
