@@ -233,3 +233,82 @@ func TestSyncAsync(t *testing.T) {
 		t.Fatalf("offsets %+v", o)
 	}
 }
+
+// TestPartitionHandoffUnderLoad: partition 2 moves from A to B while a publisher keeps
+// publishing to it (requests retried with their Nats-Msg-Id while the partition has no
+// owner). Every acknowledged message is stored exactly once, over A and B, with no hole and no
+// overlap in the queue's offsets.
+func TestPartitionHandoffUnderLoad(t *testing.T) {
+	const moved, n = 2, 600
+	c := partCluster(t)
+	a := servePartitions(t, c, c.URL(0), t.TempDir(), []int{0, 1, 2, 3})
+	b := servePartitions(t, c, c.URL(1), t.TempDir(), []int{4, 5, 6, 7})
+	var keys []string
+	for k := 0; len(keys) < 10; k++ {
+		if key := fmt.Sprintf("h%d", k); ingress.PartitionOf(key, partCount) == moved {
+			keys = append(keys, key)
+		}
+	}
+	nc, err := nats.Connect(c.URL(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	half := make(chan struct{})
+	done := make(chan map[string]bool, 1)
+	go func() {
+		acked := map[string]bool{}
+		for i := range n {
+			if i == n/3 {
+				close(half)
+			}
+			m := partMsg(0, i, keys[i%len(keys)])
+			requestRetrying(t, nc, m)
+			acked[m.Header.Get(nats.MsgIdHdr)] = true
+		}
+		done <- acked
+	}()
+	<-half
+	ctx, cancel := context.WithTimeout(context.Background(), serveTimeout)
+	defer cancel()
+	ends, err := a.ReleasePartition(ctx, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AcquirePartition(ctx, moved, ends); err != nil {
+		t.Fatal(err)
+	}
+	var acked map[string]bool
+	select {
+	case acked = <-done:
+	case <-ctx.Done():
+		t.Fatal("the publisher did not finish")
+	}
+	seen := map[string]int{}
+	var spans [][2]int64
+	for _, s := range []*served{a, b} {
+		if err := s.Engine.WaitDispatched(ctx, s.Engine.Offsets().Written); err != nil {
+			t.Fatal(err)
+		}
+		qs, _ := s.Engine.QueueOffsets("orders")
+		for _, q := range qs {
+			if q.QueueID == moved {
+				spans = append(spans, [2]int64{q.Min, q.Max})
+			}
+		}
+		for _, m := range readPartitions(t, s.Engine) {
+			seen[m.id]++
+		}
+	}
+	if len(spans) != 2 || spans[0][0] != 0 || spans[0][1] != ends["orders"] || spans[1][0] != ends["orders"] || spans[1][1] != n {
+		t.Fatalf("queue %d: A %v, B %v, ends %v; want [0, end) and [end, %d)", moved, spans[0], spans[1], ends, n)
+	}
+	for id := range acked {
+		if seen[id] != 1 {
+			t.Fatalf("acknowledged %s stored %d times", id, seen[id])
+		}
+	}
+	if len(seen) != n {
+		t.Fatalf("%d messages stored, %d acknowledged", len(seen), len(acked))
+	}
+}
