@@ -127,7 +127,7 @@ func (o Options) withDefaults() Options {
 		o.MaxBodySize = 4 << 20
 	}
 	if !o.StoreHost.IsValid() {
-		o.StoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
+		o.StoreHost = defaultStoreHost
 	}
 	if o.AppendInbox == 0 {
 		o.AppendInbox = 256
@@ -160,3 +160,6 @@ func (o Options) withDefaults() Options {
 	o.CleanFirstDelay = cmp.Or(o.CleanFirstDelay, time.Minute)
 	return o
 }
+
+// defaultStoreHost is Options.StoreHost's default.
+var defaultStoreHost = netip.MustParseAddrPort("127.0.0.1:10911")

@@ -92,6 +92,10 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 		log.Warn().Int64("server_max_payload", s.conn.MaxPayload()).Int64("max_body", need).
 			Msgf("the NATS server's max_payload is below the body limit: set max_payload to at least %d so that large bodies reach the engine (and get a clear error when over the limit)", need+payloadHeadroom)
 	}
+	if nopts.Partitions != nil && opts.StoreHost == defaultStoreHost {
+		log.Warn().Str("store_host", opts.StoreHost.String()).
+			Msg("partitioned ingest with the default store host: every engine needs a store host of its own (--store-host), or their offset message ids (store host + CommitLog offset) collide")
+	}
 	parts, ownKV, err := s.claimOwnership(ctx, nopts)
 	if err != nil {
 		return nil, err

@@ -22,8 +22,10 @@ owned=(0-21 22-42 43-63)
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait' INT TERM EXIT
 for i in 1 2 3; do
+	# Each engine its own store host: offset message ids (store host + CommitLog offset) must not
+	# collide between engines.
 	args=(run --nats-config "docs/examples/cluster/n$i.conf" --partitions 64 --topic-tokens 1
-		--store "cluster-example/e$i" --http "127.0.0.1:$((8221 + i))")
+		--store "cluster-example/e$i" --http "127.0.0.1:$((8221 + i))" --store-host "127.0.0.1:$((10910 + i))")
 	if [ "$mode" = replicated ]; then
 		args+=(--owned-partitions 0-63 --replicated)
 	else

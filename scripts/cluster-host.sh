@@ -30,7 +30,8 @@ sed -e "s|^listen: 127.0.0.1:[0-9]*|listen: 0.0.0.0:4222|" \
 	-e "s|nats-route://127.0.0.1:6224|nats-route://${hosts[2]}:6222|" \
 	"docs/examples/cluster/n$i.conf" >"$conf"
 owned=(0-21 22-42 43-63)
-args=(run --nats-config "$conf" --partitions 64 --topic-tokens 1 --store "cluster-example/e$i" --http 0.0.0.0:8222)
+args=(run --nats-config "$conf" --partitions 64 --topic-tokens 1 --store "cluster-example/e$i" --http 0.0.0.0:8222
+	--store-host "${hosts[$((i - 1))]}:10911") # offset message ids name this host
 if [ "$mode" = replicated ]; then
 	args+=(--owned-partitions 0-63 --replicated)
 else

@@ -46,7 +46,8 @@ func TestClusterExample(t *testing.T) {
 			t.Fatal(err)
 		}
 		args := append(storeArgs(filepath.Join(dir, fmt.Sprintf("e%d", i+1))), "--nats-config", conf,
-			"--partitions", "64", "--owned-partitions", exampleOwned[i], "--topic-tokens", "1")
+			"--partitions", "64", "--owned-partitions", exampleOwned[i], "--topic-tokens", "1",
+			"--store-host", fmt.Sprintf("127.0.0.1:%d", 10911+i))
 		c := startChild(t, args...)
 		running, _ := c.waitLog(0, "engine running")
 		url, _ := running["nats"].(string)
