@@ -114,10 +114,18 @@ func decodeOffsetForTime(data []byte) (api.OffsetForTimeRequest, error) {
 	if err := checkRequestTopic(r.Topic); err != nil {
 		return r, err
 	}
-	if r.Timestamp < 0 {
-		return r, badRequest{fmt.Errorf("negative timestamp %d", r.Timestamp)}
+	if err := checkTimestamp(r.Timestamp); err != nil {
+		return r, err
 	}
 	return r, checkQueueID(r.QueueID)
+}
+
+// checkTimestamp refuses a negative time (ms).
+func checkTimestamp(ts int64) error {
+	if ts < 0 {
+		return badRequest{fmt.Errorf("negative timestamp %d", ts)}
+	}
+	return nil
 }
 
 func decodeOffsets(data []byte) (api.OffsetsRequest, error) {
@@ -133,8 +141,8 @@ func decodeOffsetsForTime(data []byte) (api.OffsetsForTimeRequest, error) {
 	if err := decodeRequest(data, &r); err != nil {
 		return r, err
 	}
-	if r.Timestamp < 0 {
-		return r, badRequest{fmt.Errorf("negative timestamp %d", r.Timestamp)}
+	if err := checkTimestamp(r.Timestamp); err != nil {
+		return r, err
 	}
 	return r, checkRequestTopic(r.Topic)
 }

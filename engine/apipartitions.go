@@ -74,9 +74,9 @@ func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Par
 		}},
 	} {
 		h := micro.HandlerFunc(func(req micro.Request) {
-			covered := s.covered()
+			covered := micro.WithHeaders(s.covered())
 			if !s.enter() {
-				s.respondCovered(req, nil, errShuttingDown, covered)
+				s.respond(req, nil, errShuttingDown, covered)
 				return
 			}
 			defer s.leave()
@@ -84,7 +84,7 @@ func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Par
 			if err != nil && ep.empty != nil && errors.Is(err, ErrNotFound) {
 				out, err = ep.empty(req.Data())
 			}
-			s.respondCovered(req, out, err, covered)
+			s.respond(req, out, err, covered)
 		})
 		if err := g.AddEndpoint(ep.name, h, micro.WithEndpointMetadata(map[string]string{
 			"description": ep.name + " of this engine's partitions (fan-out: every engine answers)"})); err != nil {
@@ -114,23 +114,6 @@ func (s *apiService) offsetsForTime(data []byte) ([]byte, error) {
 		out.Queues = append(out.Queues, api.QueueOffsetAt{QueueID: q.QueueID, Offset: off})
 	}
 	return marshal(out)
-}
-
-// respondCovered is respond with the headers that say which partitions the answer covers (an
-// error answer too: the gatherer then knows whose partitions failed).
-func (s *apiService) respondCovered(req micro.Request, out []byte, err error, covered micro.Headers) {
-	if err != nil {
-		code := apiCode(err)
-		s.logRefused(req.Subject(), code, err)
-		body, _ := json.Marshal(api.ErrorReply{Error: &api.Error{Code: code, Description: err.Error()}})
-		if rerr := req.Error(strconv.Itoa(code), err.Error(), body, micro.WithHeaders(covered)); rerr != nil {
-			s.log.Debug().Err(rerr).Str("subject", req.Subject()).Msg("read API: could not reply")
-		}
-		return
-	}
-	if rerr := req.Respond(out, micro.WithHeaders(covered)); rerr != nil {
-		s.log.Warn().Err(rerr).Str("subject", req.Subject()).Int("bytes", len(out)).Msg("read API: could not reply")
-	}
 }
 
 // covered are the headers of a fan-out answer: the partitions owned now.

@@ -250,18 +250,18 @@ func (s *apiService) inline(op func(data []byte) ([]byte, error)) micro.HandlerF
 	}
 }
 
-// respond sends out, or the error reply for err.
-func (s *apiService) respond(req micro.Request, out []byte, err error) {
+// respond sends out, or the error reply for err; opts add to either (headers).
+func (s *apiService) respond(req micro.Request, out []byte, err error, opts ...micro.RespondOpt) {
 	if err != nil {
 		code := apiCode(err)
 		s.logRefused(req.Subject(), code, err)
 		body, _ := json.Marshal(api.ErrorReply{Error: &api.Error{Code: code, Description: err.Error()}})
-		if rerr := req.Error(strconv.Itoa(code), err.Error(), body); rerr != nil {
+		if rerr := req.Error(strconv.Itoa(code), err.Error(), body, opts...); rerr != nil {
 			s.log.Debug().Err(rerr).Str("subject", req.Subject()).Msg("read API: could not reply")
 		}
 		return
 	}
-	if rerr := req.Respond(out); rerr != nil {
+	if rerr := req.Respond(out, opts...); rerr != nil {
 		s.log.Warn().Err(rerr).Str("subject", req.Subject()).Int("bytes", len(out)).Msg("read API: could not reply")
 	}
 }

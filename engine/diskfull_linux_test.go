@@ -69,21 +69,7 @@ func TestDiskFullTmpfs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var failed []Result
-	for k := len(acked); len(failed) == 0; k++ {
-		if k > 10_000 {
-			t.Fatal("no ENOSPC after 10,000 messages")
-		}
-		res, err := e.Put(context.Background(), Message{Topic: "T", Body: body("T", 0, k)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res[0].Err != nil {
-			failed = res
-		} else {
-			acked = append(acked, res[0])
-		}
-	}
+	acked, failed := putUntilRefused(t, e, acked, 10_000)
 	for _, r := range failed {
 		if !errors.Is(r.Err, syscall.ENOSPC) || ingress.ReplyCode(r.Err) != ingress.CodeDiskFull {
 			t.Fatalf("failed with %v (code %d), want ENOSPC (507)", r.Err, ingress.ReplyCode(r.Err))

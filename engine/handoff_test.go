@@ -84,23 +84,7 @@ func TestPartitionHandoff(t *testing.T) {
 		}
 	}
 
-	queue := func(s *served) QueueOffsets {
-		t.Helper()
-		if err := s.Engine.WaitDispatched(ctx, s.Engine.Offsets().Written); err != nil {
-			t.Fatal(err)
-		}
-		qs, err := s.Engine.QueueOffsets("orders")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, q := range qs {
-			if q.QueueID == moved {
-				return q
-			}
-		}
-		t.Fatalf("no queue %d", moved)
-		return QueueOffsets{}
-	}
+	queue := func(s *served) QueueOffsets { return ordersQueue(t, s.Engine, moved) }
 	if qa, qb := queue(a), queue(b); qa.Min != 0 || qa.Max != int64(n1) || qb.Min != int64(n1) || qb.Max != int64(n1+n2) {
 		t.Fatalf("queue %d: A [%d, %d), B [%d, %d); want [0, %d) and [%d, %d)", moved, qa.Min, qa.Max, qb.Min, qb.Max, n1, n1, n1+n2)
 	}
@@ -287,15 +271,8 @@ func TestPartitionHandoffUnderLoad(t *testing.T) {
 	seen := map[string]int{}
 	var spans [][2]int64
 	for _, s := range []*served{a, b} {
-		if err := s.Engine.WaitDispatched(ctx, s.Engine.Offsets().Written); err != nil {
-			t.Fatal(err)
-		}
-		qs, _ := s.Engine.QueueOffsets("orders")
-		for _, q := range qs {
-			if q.QueueID == moved {
-				spans = append(spans, [2]int64{q.Min, q.Max})
-			}
-		}
+		q := ordersQueue(t, s.Engine, moved)
+		spans = append(spans, [2]int64{q.Min, q.Max})
 		for _, m := range readPartitions(t, s.Engine) {
 			seen[m.id]++
 		}

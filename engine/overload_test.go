@@ -10,12 +10,12 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	natstest "github.com/nats-io/nats-server/v2/test"
 	"github.com/nats-io/nats.go"
 
+	clusters "github.com/rocketstore/engine/internal/natstest"
 	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/stages/ingress"
 )
@@ -97,23 +97,6 @@ func heapAlloc() uint64 {
 	return ms.HeapAlloc
 }
 
-// pollUntil checks cond every millisecond until it holds, for at most serveTimeout. It is for
-// gauges that have no event to wait on (the depth of a channel); it is used once, below.
-func pollUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(serveTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("%s: not reached within %v", what, serveTimeout)
-		}
-	}
-}
-
 // TestSlowSyncStallsPublishersAndBoundsMemory: with the CommitLog's sync held,
 //
 //   - request/reply publishers with a bounded window of unanswered requests stall: no ack comes,
@@ -177,7 +160,7 @@ func TestSlowSyncStallsPublishersAndBoundsMemory(t *testing.T) {
 		t.Fatal("no commitlog sync reached the gate")
 	}
 	// The inbox fills up. Its depth is a gauge with no event to wait on: this is the one poll.
-	pollUntil(t, "appender inbox full", func() bool { st := s.Stats(); return st.AppendInbox == st.AppendInboxCap })
+	clusters.WaitFor(t, "appender inbox full", func() bool { st := s.Stats(); return st.AppendInbox == st.AppendInboxCap })
 	st := s.Stats()
 	t.Logf("stalled: inbox %d/%d, ack queue %d/%d, worker depths %v, nats pending %d, records written %d",
 		st.AppendInbox, st.AppendInboxCap, st.AckQueue, st.AckQueueCap, st.Ingress.WorkerDepth, st.Ingress.Pending, st.Records)

@@ -99,19 +99,7 @@ func TestOwnershipBucket(t *testing.T) {
 	}
 	publish(200, 400)
 
-	queue := func(s *served) QueueOffsets {
-		t.Helper()
-		if err := s.Engine.WaitDispatched(ctx, s.Engine.Offsets().Written); err != nil {
-			t.Fatal(err)
-		}
-		qs, _ := s.Engine.QueueOffsets("orders")
-		for _, q := range qs {
-			if q.QueueID == moved {
-				return q
-			}
-		}
-		return QueueOffsets{}
-	}
+	queue := func(s *served) QueueOffsets { return ordersQueue(t, s.Engine, moved) }
 	if q0, q2 := queue(engines[0]), queue(engines[2]); q2.Min != 0 || q2.Max != int64(n1) || q0.Min != int64(n1) || q0.Max != int64(count2) {
 		t.Fatalf("queue %d: e2 [%d, %d), e0 [%d, %d); want [0, %d) and [%d, %d)", moved, q2.Min, q2.Max, q0.Min, q0.Max, n1, n1, count2)
 	}

@@ -99,6 +99,24 @@ func publishPipelined(t *testing.T, nc *nats.Conn, msgs []*nats.Msg) []*nats.Msg
 	return out
 }
 
+// ordersQueue is queue q of topic orders in e, once everything written is dispatched (a zero
+// QueueOffsets when e has no such queue).
+func ordersQueue(t *testing.T, e *Engine, q int32) QueueOffsets {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), serveTimeout)
+	defer cancel()
+	if err := e.WaitDispatched(ctx, e.Offsets().Written); err != nil {
+		t.Fatal(err)
+	}
+	qs, _ := e.QueueOffsets("orders")
+	for _, o := range qs {
+		if o.QueueID == q {
+			return o
+		}
+	}
+	return QueueOffsets{}
+}
+
 // partStored is what one engine stored, read back queue by queue in offset order.
 type partStored struct {
 	queue int32

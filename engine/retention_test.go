@@ -102,6 +102,26 @@ func retCheckpoint(t testing.TB, e *Engine) {
 
 // retPut stores n messages on topic/queue 0 in batches of 10 and returns their results; every
 // one must succeed. Bodies are body(topic, 0, first+i).
+// putUntilRefused puts one message at a time to topic T, numbered on from len(acked), until the
+// store refuses one (a full disk), at most max messages; it returns acked with the messages
+// stored before, and the refusal.
+func putUntilRefused(t testing.TB, e *Engine, acked []Result, max int) ([]Result, []Result) {
+	t.Helper()
+	for k := len(acked); ; k++ {
+		if k > max {
+			t.Fatalf("no refusal after %d messages", max)
+		}
+		res, err := e.Put(context.Background(), Message{Topic: "T", Body: body("T", 0, k)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Err != nil {
+			return acked, res
+		}
+		acked = append(acked, res[0])
+	}
+}
+
 func retPut(t testing.TB, e *Engine, topic string, n, first int) []Result {
 	t.Helper()
 	var out []Result
@@ -552,21 +572,7 @@ func TestDiskFullNewSegment(t *testing.T) {
 			}
 			mem.SetCapacity(int64(u.Total-u.Free) + 32<<10) // less than a segment left
 
-			var failed []Result
-			for k := 20; len(failed) == 0; k++ {
-				if k > 2000 {
-					t.Fatal("no ENOSPC")
-				}
-				res, err := e.Put(context.Background(), Message{Topic: "T", Body: body("T", 0, k)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if res[0].Err != nil {
-					failed = res
-				} else {
-					acked = append(acked, res[0])
-				}
-			}
+			acked, failed := putUntilRefused(t, e, acked, 2000)
 			// A whole batch is refused, message by message.
 			var batch []Message
 			for i := range 10 {

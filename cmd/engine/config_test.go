@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -433,21 +432,6 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
-// runCLI runs the command in a child process and returns its exit code, stdout and stderr.
-func runCLI(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), childEnv+"=1", "GORACE=atexit_sleep_ms=0")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatal(err)
-	}
-	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
-}
-
 // TestCheckConfigCommand: `engine run -t` prints the configuration and exits 0, or says what is
 // wrong and exits 2; it starts nothing.
 func TestCheckConfigCommand(t *testing.T) {
@@ -455,7 +439,7 @@ func TestCheckConfigCommand(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")
 	file := writeConf(t, filepath.Join(dir, "engine.conf"), "store: "+store+"\nqueues: 8\n")
-	code, out, errOut := runCLI(t, "run", "-t", "-c", file, "--flush", "async")
+	code, out, errOut := runBinary(t, "run", "-t", "-c", file, "--flush", "async")
 	if code != 0 || !regexp.MustCompile(`(?m)^queues: 8 +# file$`).MatchString(out) ||
 		!regexp.MustCompile(`(?m)^flush: "async" +# flag$`).MatchString(out) || !strings.Contains(out, "# configuration file ("+file+")") {
 		t.Fatalf("valid: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -476,7 +460,7 @@ func TestCheckConfigCommand(t *testing.T) {
 		{"queues: 8\n", `"8x"`, []string{"--queues", "8x"}},
 	} {
 		writeConf(t, file, tc.text)
-		code, out, errOut := runCLI(t, append([]string{"run", "--check-config", "-c", file}, tc.args...)...)
+		code, out, errOut := runBinary(t, append([]string{"run", "--check-config", "-c", file}, tc.args...)...)
 		if code != 2 || !strings.Contains(errOut, tc.want) || tc.args == nil && out != "" {
 			t.Errorf("%q: exit %d, want 2 with %q\nstdout:\n%s\nstderr:\n%s", tc.text, code, tc.want, out, errOut)
 		}

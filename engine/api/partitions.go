@@ -99,28 +99,50 @@ func (e *PartialError) Error() string {
 	return s
 }
 
-// gather sends req to the fan-out endpoint and hands each answer (decoded into a fresh T) to
-// each, until every partition is covered or ctx (or the client's timeout) ends.
-func gather[T any](ctx context.Context, c *Client, endpoint string, req any, each func(*T)) error {
+// fanOut sends req to the fan-out endpoint, every engine's, and returns the subscription its
+// answers come on and ctx with the client's timeout when it had no deadline; end releases both.
+func (c *Client) fanOut(ctx context.Context, endpoint string, req any) (_ *nats.Subscription, _ context.Context,
+	end func(), err error) {
 	subject := c.prefix + "." + FanOutToken + "." + endpoint
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("api: %s: %w", subject, err)
+		}
+	}()
 	data, err := json.Marshal(req)
 	if err != nil {
-		return fmt.Errorf("api: %s: %w", subject, err)
+		return nil, nil, nil, err
 	}
+	cancel := func() {}
 	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
 	}
 	inbox := c.nc.NewInbox()
 	sub, err := c.nc.SubscribeSync(inbox)
 	if err != nil {
-		return fmt.Errorf("api: %s: %w", subject, err)
+		cancel()
+		return nil, nil, nil, err
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	end = func() {
+		_ = sub.Unsubscribe()
+		cancel()
+	}
 	if err := c.nc.PublishRequest(subject, inbox, data); err != nil {
-		return fmt.Errorf("api: %s: %w", subject, err)
+		end()
+		return nil, nil, nil, err
 	}
+	return sub, ctx, end, nil
+}
+
+// gather sends req to the fan-out endpoint and hands each answer (decoded into a fresh T) to
+// each, until every partition is covered or ctx (or the client's timeout) ends.
+func gather[T any](ctx context.Context, c *Client, endpoint string, req any, each func(*T)) error {
+	subject := c.prefix + "." + FanOutToken + "." + endpoint
+	sub, ctx, end, err := c.fanOut(ctx, endpoint, req)
+	if err != nil {
+		return err
+	}
+	defer end()
 	count := c.partitions
 	var (
 		covered []bool
@@ -299,24 +321,11 @@ const historyStall = 250 * time.Millisecond
 // current owner: the first answer that found messages wins. ok is false when none did.
 func (c *Client) getHistory(ctx context.Context, req GetRequest) (*GetReply, bool) {
 	req.WaitMs = 0
-	data, err := json.Marshal(req)
+	sub, ctx, end, err := c.fanOut(ctx, EndpointGet, req)
 	if err != nil {
 		return nil, false
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
-	inbox := c.nc.NewInbox()
-	sub, err := c.nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, false
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.nc.PublishRequest(c.prefix+"."+FanOutToken+"."+EndpointGet, inbox, data); err != nil {
-		return nil, false
-	}
+	defer end()
 	for {
 		sctx, cancel := context.WithTimeout(ctx, historyStall)
 		m, err := sub.NextMsgWithContext(sctx)

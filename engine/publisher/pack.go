@@ -118,8 +118,8 @@ func (p *Publisher) queueLocked(f *Future, now time.Time) {
 		p.sendLocked(f, false, now)
 		return
 	}
-	hdr := uvarintLen(uint64(headerBlockLen(f.header)))
-	size := hdr + headerBlockLen(f.header) + uvarintLen(uint64(len(f.data))) + len(f.data)
+	hdr := headerBlockLen(f.header)
+	size := uvarintLen(uint64(hdr)) + hdr + uvarintLen(uint64(len(f.data))) + len(f.data)
 	pk := p.packs[f.subject]
 	switch {
 	case size > p.opts.MaxPackBytes:

@@ -21,12 +21,7 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 	bufp := in.replyBufs.Get().(*[]byte)
 	buf := *bufp
 	tracked := false
-	var repl map[*replPartition][]replDone
-	defer func() {
-		for rp, ds := range repl {
-			rp.doneMany(ds)
-		}
-	}()
+	var repl map[*replPartition][]replDone // replicated records done, by partition (replicated.go)
 	for i := range b.Records {
 		r := &b.Records[i]
 		switch c := r.Ctx.(type) {
@@ -75,6 +70,9 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 	}
 	*bufp = buf[:0]
 	in.replyBufs.Put(bufp)
+	for rp, ds := range repl {
+		rp.doneMany(ds)
+	}
 	if tracked {
 		in.tracker.offer(b)
 	}

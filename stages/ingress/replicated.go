@@ -203,11 +203,6 @@ func (in *Ingress) stopReplicated() {
 	in.repl.wg.Wait()
 }
 
-// asMsg is m as the pipeline takes it.
-func asMsg(subject string, hdr nats.Header, data []byte) *nats.Msg {
-	return &nats.Msg{Subject: subject, Header: hdr, Data: data}
-}
-
 // onReplicated hands a replicated message to its worker. A message that cannot be stored at all
 // (its subject is not one of the partition's: a stream capturing more than its partition) is
 // refused, counted, and done: it is in the stream, it will never be stored here.

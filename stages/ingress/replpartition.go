@@ -174,7 +174,7 @@ func (rp *replPartition) deliver(ctx context.Context, subject string, hdr nats.H
 	rp.mu.Lock()
 	rp.maxSeen = max(rp.maxSeen, seq)
 	rp.mu.Unlock()
-	m := asMsg(subject, hdr, data)
+	m := &nats.Msg{Subject: subject, Header: hdr, Data: data}
 	meta := &replMeta{part: rp, seq: seq, ts: ts.UnixMilli(), ack: ack}
 	if seq <= rp.skipTo {
 		if rt := rp.r.in.router.route(subject); rt.err == nil && rp.r.src.Found(rt.topic, replUniqKey(m, rp.r.src.StreamName(rp.part), seq)) {

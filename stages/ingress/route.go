@@ -78,14 +78,12 @@ func (r *router) makeRoute(subject string) *route {
 			rt.partition, rt.stored, mapped = int32(part), rest, rest
 		}
 	}
-	switch {
-	case rt.err != nil:
-	case commitlog.CheckProperty(PropNatsSubject, mapped) != nil:
-		rt.err = fmt.Errorf("%w: %w", ErrInvalidSubject, commitlog.CheckProperty(PropNatsSubject, mapped))
-	case checkPublishedSubject(mapped) != nil:
-		rt.err = checkPublishedSubject(mapped)
-	default:
-		rt.topic, rt.tags, rt.err = r.mapping.Map(mapped)
+	if rt.err == nil {
+		if err := commitlog.CheckProperty(PropNatsSubject, mapped); err != nil {
+			rt.err = fmt.Errorf("%w: %w", ErrInvalidSubject, err)
+		} else if rt.err = checkPublishedSubject(mapped); rt.err == nil {
+			rt.topic, rt.tags, rt.err = r.mapping.Map(mapped)
+		}
 	}
 	if rt.err != nil {
 		rt.shard = fnv32(subject)

@@ -24,16 +24,11 @@ const recoverFiles = 3
 // Bytes past the end are left alone (as RocketMQ does); TruncateDirty, which recovery runs
 // next, zeroes the units it drops.
 func (cq *ConsumeQueue) Recover() (int64, error) {
-	if cq.cfg.readOnly {
-		return -1, fmt.Errorf("%w: recover %s (see Store.Refresh)", ErrReadOnly, cq)
-	}
-	q, err := cq.use()
+	q, done, err := cq.useToChange("recover (see Store.Refresh)")
 	if err != nil {
 		return -1, err
 	}
-	defer cq.mu.RUnlock()
-	cq.minMu.Lock()
-	defer cq.minMu.Unlock()
+	defer done()
 	fs := q.Files()
 	maxPhys := int64(-1)
 	if len(fs) == 0 {
@@ -156,16 +151,11 @@ func (cq *ConsumeQueue) TruncateUnverified(from int64, verify func(n int64, u Un
 // truncate cuts the queue at the first unit for which stop is true (pos is the unit's byte
 // offset in the queue), looking only below the write position; see TruncateDirty.
 func (cq *ConsumeQueue) truncate(stop func(pos int64, u Unit) bool) error {
-	if cq.cfg.readOnly {
-		return fmt.Errorf("%w: truncate %s", ErrReadOnly, cq)
-	}
-	q, err := cq.use()
+	q, done, err := cq.useToChange("truncate")
 	if err != nil {
 		return err
 	}
-	defer cq.mu.RUnlock()
-	cq.minMu.Lock()
-	defer cq.minMu.Unlock()
+	defer done()
 	fs := q.Files()
 	var keep *segment.File
 	var kept int64 // bytes of keep that stay
@@ -370,16 +360,11 @@ func (cq *ConsumeQueue) DeleteExpired(minCommitLogOffset int64) (int, error) {
 // rebuild that appends units up to them joins them to the queue: an offline repair that
 // appends clears them first. It reads the rest of that one file.
 func (cq *ConsumeQueue) ZeroPastEnd() error {
-	if cq.cfg.readOnly {
-		return fmt.Errorf("%w: zero past the end of %s", ErrReadOnly, cq)
-	}
-	q, err := cq.use()
+	q, done, err := cq.useToChange("zero past the end of")
 	if err != nil {
 		return err
 	}
-	defer cq.mu.RUnlock()
-	cq.minMu.Lock()
-	defer cq.minMu.Unlock()
+	defer done()
 	last := q.Last()
 	if last == nil {
 		return nil
@@ -396,4 +381,21 @@ func (cq *ConsumeQueue) ZeroPastEnd() error {
 	to = min((to+UnitSize-1)/UnitSize*UnitSize, int64(len(data)))
 	err = cq.scrub(q, last, from, to)
 	return errors.Join(err, last.Release())
+}
+
+// useToChange is use for an operation that changes the queue's files and its minimum (Recover,
+// truncations, ZeroPastEnd): refused on a read-only queue (what names the operation in the
+// error), and holding minMu as well; done releases both.
+func (cq *ConsumeQueue) useToChange(what string) (q *segment.Queue, done func(), err error) {
+	if cq.cfg.readOnly {
+		return nil, nil, fmt.Errorf("%w: %s %s", ErrReadOnly, what, cq)
+	}
+	if q, err = cq.use(); err != nil {
+		return nil, nil, err
+	}
+	cq.minMu.Lock()
+	return q, func() {
+		cq.minMu.Unlock()
+		cq.mu.RUnlock()
+	}, nil
 }
