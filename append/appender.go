@@ -21,6 +21,8 @@ import (
 type Log interface {
 	// Append copies and stamps one record and returns its physical offset.
 	Append(rec []byte, queueOffset, storeTimestamp int64, propCRC bool) (int64, error)
+	// Commit makes what Append took part of the log (a write, when the log gathers records).
+	Commit() error
 	// MaxOffset is the offset just past the last byte written.
 	MaxOffset() int64
 	// NeedsNext says the next segment should be allocated ahead now.
@@ -127,6 +129,15 @@ func (a *Appender) Run(ctx context.Context) (err error) {
 		now := a.cfg.Now()
 		for _, b := range batches {
 			a.appendBatch(b, now)
+		}
+		if err := a.cfg.Log.Commit(); err != nil {
+			// The records are not in the log: hand the batches over, so that the ack stage
+			// answers them with the error (nothing of them reached a level), and stop.
+			for _, b := range batches {
+				a.cfg.Out <- b
+			}
+			clear(batches)
+			return fmt.Errorf("writing the CommitLog: %w", err)
 		}
 		a.cfg.Written.Advance(a.cfg.Log.MaxOffset())
 		a.stats.dedupeSize.Store(int64(a.dedupe.Len()))

@@ -526,6 +526,7 @@ func (l *fakeLog) Append(rec []byte, queueOffset, storeTimestamp int64, propCRC 
 	l.appends++
 	return phys, nil
 }
+func (l *fakeLog) Commit() error    { return nil }
 func (l *fakeLog) MaxOffset() int64 { return l.end }
 func (l *fakeLog) NeedsNext() bool  { return l.needsNext }
 

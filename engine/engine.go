@@ -108,6 +108,7 @@ func Open(opts Options) (_ *Engine, err error) {
 
 	if e.log, err = commitlog.OpenLog(commitlog.LogOptions{
 		FS: fsys, Dir: filepath.Join(opts.Dir, "commitlog"), FileSize: opts.CommitLogFileSize, Prefault: !opts.NoPrefault,
+		Pwrite: !opts.MmapWrites,
 	}); err != nil {
 		return nil, err
 	}
@@ -219,7 +220,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	})
 	e.retention.checkDisk(o.Now()) // before the first batch: a full disk refuses from the start
 	alloc := &appender.Allocator{Prepare: e.log.PrepareNext, Kick: kick, Log: o.Logger.With().Str("stage", "allocate").Logger()}
-	if !o.NoPrefault {
+	if o.MmapWrites && !o.NoPrefault {
 		alloc.Warm = e.log.WarmActive
 	}
 	ack := &stages.Acks{In: acks, Level: level, Durable: e.durable}

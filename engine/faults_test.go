@@ -12,14 +12,21 @@ import (
 	"github.com/rocketstore/engine/internal/vfs"
 )
 
-// TestFailedSyncStopsWritesAndRecovers: an EIO from a sync is never retried; every later put
-// fails, the pipeline stops with the error, the abort file stays, and a restart recovers a
-// consistent store holding every message acked before the failure.
+// TestFailedSyncStopsWritesAndRecovers: an EIO from a sync, or from the CommitLog's write, is
+// never retried; every later put fails, the pipeline stops with the error, the abort file
+// stays, and a restart recovers a consistent store holding every message acked before the
+// failure.
 func TestFailedSyncStopsWritesAndRecovers(t *testing.T) {
+	for _, op := range []vfs.Op{vfs.OpSegmentSync, vfs.OpSegmentWrite} {
+		t.Run(op.String(), func(t *testing.T) { testFailedIOStopsWrites(t, op) })
+	}
+}
+
+func testFailedIOStopsWrites(t *testing.T, op vfs.Op) {
 	dir := filepath.Join(t.TempDir(), "store")
 	opts := testOptions(t, dir)
 	eio := fmt.Errorf("injected: %w", syscall.EIO)
-	opts.FS = vfs.NewFaulty(vfs.Default, vfs.OnNth(vfs.OpSegmentSync, 40, eio))
+	opts.FS = vfs.NewFaulty(vfs.Default, vfs.OnNth(op, 40, eio))
 	e := mustOpen(t, opts)
 	var acked []Result
 	failed := false
@@ -30,7 +37,7 @@ func TestFailedSyncStopsWritesAndRecovers(t *testing.T) {
 			failed = true
 		case res[0].Err != nil:
 			if !errors.Is(res[0].Err, syscall.EIO) {
-				t.Fatalf("put %d: %v, want the sync's EIO", i, res[0].Err)
+				t.Fatalf("put %d: %v, want the injected EIO", i, res[0].Err)
 			}
 			failed = true
 		default:

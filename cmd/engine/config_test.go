@@ -159,6 +159,7 @@ index_slots: 1000
 index_entries: 4000
 no_index: true
 no_prop_crc: true
+mmap_writes: true
 max_body: "1MiB"                 # or as the flags take them
 store_host: "10.0.0.1:10912"
 dedupe_window: "90s"
@@ -259,7 +260,7 @@ func TestConfigEveryKey(t *testing.T) {
 	want := engine.Options{
 		Dir: filepath.Join(dir, "store"), FlushMode: engine.FlushAsync,
 		CommitLogFileSize: 64 << 20, ConsumeQueueUnits: 5000, IndexSlots: 1000, IndexEntries: 4000,
-		NoIndex: true, NoPropCRC: true, MaxBodySize: 1 << 20, StoreHost: netip.MustParseAddrPort("10.0.0.1:10912"),
+		NoIndex: true, NoPropCRC: true, MmapWrites: true, MaxBodySize: 1 << 20, StoreHost: netip.MustParseAddrPort("10.0.0.1:10912"),
 		DedupeWindow: 90 * time.Second, DedupeMax: 1000,
 		FlushInterval: 250 * time.Millisecond, FlushLeastPages: -1, FlushThoroughInterval: 5 * time.Second,
 		CQFlushInterval: 2 * time.Second, CQFlushLeastPages: 3, CQFlushThoroughInterval: 30 * time.Second,

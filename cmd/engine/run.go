@@ -35,6 +35,7 @@ type runCmd struct {
 	IndexEntries  int           `name:"index-entries" help:"IndexFile entries per file (maxIndexNum)." default:"20000000" env:"ENGINE_INDEX_ENTRIES" group:"Store"`
 	NoIndex       bool          `name:"no-index" help:"Do not build the IndexFile (no lookup by key; messageIndexEnable=false)." env:"ENGINE_NO_INDEX" group:"Store"`
 	NoPropCRC     bool          `name:"no-prop-crc" help:"Do not write the whole-record __CRC32# property (then only the body is checksummed)." env:"ENGINE_NO_PROP_CRC" group:"Store"`
+	MmapWrites    bool          `name:"mmap-writes" help:"Copy records into the CommitLog's mapping (RocketMQ's default) instead of writing each append round with one pwrite; costs more CPU per page (see benchmarks/RESULTS.md)." env:"ENGINE_MMAP_WRITES" group:"Store"`
 	MaxBody       byteSize      `name:"max-body" help:"Largest body accepted (maxMessageSize)." default:"4MiB" env:"ENGINE_MAX_BODY" group:"Store"`
 	StoreHost     string        `name:"store-host" help:"Address written into records and message ids (RocketMQ's store host)." default:"127.0.0.1:10911" env:"ENGINE_STORE_HOST" group:"Store"`
 	DedupeWindow  time.Duration `name:"dedupe-window" help:"How long a Nats-Msg-Id is remembered to drop duplicates." default:"2m" env:"ENGINE_DEDUPE_WINDOW" group:"Store"`
@@ -252,6 +253,7 @@ func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions
 		IndexEntries:            r.IndexEntries,
 		NoIndex:                 r.NoIndex,
 		NoPropCRC:               r.NoPropCRC,
+		MmapWrites:              r.MmapWrites,
 		MaxBodySize:             int(r.MaxBody),
 		StoreHost:               host,
 		DedupeWindow:            r.DedupeWindow,

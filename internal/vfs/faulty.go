@@ -32,6 +32,7 @@ const (
 	OpSyncDir                     // FS.SyncDir
 	OpLock                        // FS.Lock
 	OpDiskUsage                   // FS.DiskUsage
+	OpSegmentWrite                // Segment.WriteAt
 )
 
 var opNames = [...]string{
@@ -54,6 +55,7 @@ var opNames = [...]string{
 	OpSyncDir:       "SyncDir",
 	OpLock:          "Lock",
 	OpDiskUsage:     "DiskUsage",
+	OpSegmentWrite:  "SegmentWrite",
 }
 
 // String returns the operation's name, e.g. "SegmentSync".
@@ -213,7 +215,7 @@ func (f *Faulty) DiskUsage(dir string) (Usage, error) {
 	return f.fs.DiskUsage(dir)
 }
 
-// faultySegment asks its Injector before Reserve, Sync and Prefault; the rest is the wrapped
+// faultySegment asks its Injector before Reserve, WriteAt, Sync and Prefault; the rest is the wrapped
 // segment's.
 type faultySegment struct {
 	Segment
@@ -226,6 +228,13 @@ func (s *faultySegment) Reserve(upTo int64) error {
 		return err
 	}
 	return s.Segment.Reserve(upTo)
+}
+
+func (s *faultySegment) WriteAt(p []byte, off int64) error {
+	if err := s.inj(OpSegmentWrite, s.name); err != nil {
+		return err
+	}
+	return s.Segment.WriteAt(p, off)
 }
 
 func (s *faultySegment) Sync(from, to int64) error {

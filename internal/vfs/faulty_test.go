@@ -57,6 +57,18 @@ func faultCases() []faultCase {
 				t.Error("bytes synced")
 			}
 		}},
+		{OpSegmentWrite, func(t *testing.T, f *Faulty) error {
+			s := must(f.OpenSegment("d/seg", 8192, ReadWrite))
+			defer s.Close()
+			noErr(t, s.Reserve(8192))
+			return s.WriteAt([]byte("refused"), 0)
+		}, func(t *testing.T, m *Mem) {
+			s := must(m.OpenSegment("d/seg", 8192, ReadOnly))
+			defer s.Close()
+			if string(s.Data()[:7]) == "refused" {
+				t.Error("bytes written")
+			}
+		}},
 		{OpPrefault, func(t *testing.T, f *Faulty) error {
 			s := must(f.CreateSegment("d/s", 8192, 0))
 			defer s.Close()

@@ -60,6 +60,24 @@ func (s *memSegment) Reserve(upTo int64) error {
 	return nil
 }
 
+// WriteAt copies p into the segment, as a pwrite would into the page cache: the bytes are
+// current, not durable, until Sync.
+func (s *memSegment) WriteAt(p []byte, off int64) error {
+	if s.mode == ReadOnly {
+		return memPathErr("pwrite", s.name, syscall.EBADF)
+	}
+	end := off + int64(len(p))
+	if err := s.lockOpen("pwrite", off, end); err != nil {
+		return err
+	}
+	defer s.m.mu.Unlock()
+	if r := s.reserved.Load(); end > r {
+		return memPathErr("pwrite", s.name, fmt.Errorf("range [%d,%d) past reserved %d: %w", off, end, r, syscall.EINVAL))
+	}
+	copy(s.data[off:end], p)
+	return nil
+}
+
 // Prefault has nothing to fault in memory; it only checks that [from, to) could be written,
 // since the real one may dirty the pages and so must stay below Reserved, as OS checks too.
 // AdviseRandom implements Segment; memory has no read-ahead.

@@ -129,6 +129,9 @@ type osSegment struct {
 	mu       sync.Mutex
 	reserved int64
 	closed   bool
+	// w is the descriptor WriteAt writes with, opened by its first call: only a segment being
+	// written through the file holds one (the CommitLog's), not every mapped queue file.
+	w *os.File
 }
 
 func (s *osSegment) Data() []byte { return s.data }
@@ -162,6 +165,37 @@ func (s *osSegment) Reserve(upTo int64) error {
 		return fmt.Errorf("vfs: reserve %s [%d,%d): %w", s.name, s.reserved, upTo, err)
 	}
 	s.reserved = upTo
+	return nil
+}
+
+func (s *osSegment) WriteAt(p []byte, off int64) error {
+	if s.mode != ReadWrite {
+		return fmt.Errorf("vfs: write %s: segment is read-only", s.name)
+	}
+	end := off + int64(len(p))
+	s.mu.Lock()
+	if off < 0 || end > s.reserved {
+		s.mu.Unlock()
+		return fmt.Errorf("vfs: write %s [%d,%d): outside reserved [0,%d)", s.name, off, end, s.reserved)
+	}
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("vfs: write %s: %w", s.name, os.ErrClosed)
+	}
+	if s.w == nil {
+		f, err := os.OpenFile(s.name, os.O_WRONLY, 0)
+		if err != nil {
+			s.mu.Unlock()
+			return fmt.Errorf("vfs: write %s: %w", s.name, err)
+		}
+		s.w = f
+	}
+	w := s.w
+	s.mu.Unlock()
+	// WriteAt loops over short writes and EINTR itself.
+	if _, err := w.WriteAt(p, off); err != nil {
+		return fmt.Errorf("vfs: write %s [%d,%d): %w", s.name, off, end, err)
+	}
 	return nil
 }
 
@@ -219,6 +253,10 @@ func (s *osSegment) Close() error {
 	s.closed = true
 	err := unix.Munmap(s.data)
 	s.data = nil
+	if s.w != nil {
+		err = errors.Join(err, s.w.Close())
+		s.w = nil
+	}
 	return err
 }
 

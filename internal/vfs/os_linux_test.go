@@ -3,6 +3,7 @@ package vfs
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +45,58 @@ func TestOSSegmentWriteSyncReopen(t *testing.T) {
 	}
 	if _, err := Default.OpenSegment(name, 2<<20, ReadOnly); err == nil {
 		t.Fatal("open with the wrong size succeeded")
+	}
+}
+
+// TestSegmentWriteAt: bytes written through the file are in the mapping at once and survive a
+// sync and a reopen; a write past what is reserved, to a read-only or to a closed segment is
+// refused. The same holds for Mem.
+func TestSegmentWriteAt(t *testing.T) {
+	for _, fsys := range []FS{Default, NewMem()} {
+		t.Run(fmt.Sprintf("%T", fsys), func(t *testing.T) {
+			dir := t.TempDir()
+			if _, ok := fsys.(*Mem); ok {
+				dir = "/d"
+				if err := fsys.MkdirAll(dir); err != nil {
+					t.Fatal(err)
+				}
+			}
+			name := filepath.Join(dir, "00000000000000000000")
+			seg, err := fsys.CreateSegment(name, 1<<16, 8192)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg := []byte("written across a page boundary")
+			if err := seg.WriteAt(msg, 4090); err != nil {
+				t.Fatal(err)
+			}
+			if got := seg.Data()[4090 : 4090+len(msg)]; string(got) != string(msg) {
+				t.Fatalf("mapping holds %q", got)
+			}
+			if err := seg.WriteAt(msg, 8192-4); err == nil {
+				t.Fatal("a write past the reserved bytes succeeded")
+			}
+			if err := seg.Sync(4090, 4090+int64(len(msg))); err != nil {
+				t.Fatal(err)
+			}
+			if err := seg.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := seg.WriteAt(msg, 0); err == nil {
+				t.Fatal("a write to a closed segment succeeded")
+			}
+			ro, err := fsys.OpenSegment(name, 1<<16, ReadOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ro.Close()
+			if got := ro.Data()[4090 : 4090+len(msg)]; string(got) != string(msg) {
+				t.Fatalf("reopened: %q", got)
+			}
+			if err := ro.WriteAt(msg, 0); err == nil {
+				t.Fatal("a write to a read-only segment succeeded")
+			}
+		})
 	}
 }
 

@@ -73,6 +73,10 @@ type Segment interface {
 	Reserved() int64
 	// Reserve makes sure blocks exist for [0, upTo). On error (ENOSPC) Reserved is unchanged.
 	Reserve(upTo int64) error
+	// WriteAt writes p at off through the file (pwrite) rather than the mapping, which sees
+	// the bytes at once (it is shared). The page cache takes them without a write fault per
+	// page. [off, off+len(p)) must be below Reserved. On error some of p may be written.
+	WriteAt(p []byte, off int64) error
 	// Sync makes the bytes in [from, to) durable (msync of the pages that cover them).
 	Sync(from, to int64) error
 	// Prefault takes the page faults for [from, to) now, so that later writes run at memory

@@ -40,98 +40,183 @@ func encodeTest(t testing.TB, seq, n int, propCRC bool) []byte {
 
 func openTestLog(t testing.TB, fsys vfs.FS, dir string, size int64) *Log {
 	t.Helper()
-	l, err := OpenLog(LogOptions{FS: fsys, Dir: dir, FileSize: size, Prefault: true})
+	return openTestLogWrites(t, fsys, dir, size, false)
+}
+
+func openTestLogWrites(t testing.TB, fsys vfs.FS, dir string, size int64, pwrite bool) *Log {
+	t.Helper()
+	l, err := OpenLog(LogOptions{FS: fsys, Dir: dir, FileSize: size, Prefault: true, Pwrite: pwrite})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
 }
 
+// TestLogAppendAcrossSegments runs with records copied into the mapping and with records
+// gathered and written by Commit (Pwrite): both must leave the same bytes in the same files.
 func TestLogAppendAcrossSegments(t *testing.T) {
-	for _, fsys := range []vfs.FS{vfs.Default, vfs.NewMem()} {
-		t.Run(fmt.Sprintf("%T", fsys), func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "commitlog")
-			if _, ok := fsys.(*vfs.Mem); ok {
-				dir = "/store/commitlog"
+	images := map[string][][]byte{}
+	for _, pwrite := range []bool{false, true} {
+		for _, fsys := range []vfs.FS{vfs.Default, vfs.NewMem()} {
+			name := fmt.Sprintf("%T/pwrite=%v", fsys, pwrite)
+			t.Run(name, func(t *testing.T) {
+				images[fmt.Sprintf("%T", fsys)+fmt.Sprint(pwrite)] = testLogAppendAcrossSegments(t, fsys, pwrite)
+			})
+		}
+	}
+	for _, fs := range []string{"vfs.OS", "*vfs.Mem"} {
+		mm, pw := images[fs+"false"], images[fs+"true"]
+		if len(mm) == 0 || len(mm) != len(pw) {
+			t.Fatalf("%s: %d segments copied, %d written", fs, len(mm), len(pw))
+		}
+		for i := range mm {
+			if !bytes.Equal(mm[i], pw[i]) {
+				t.Errorf("%s: segment %d differs between copies into the mapping and pwrite", fs, i)
 			}
-			l := openTestLog(t, fsys, dir, 4096)
-			var offs []int64
-			var recs [][]byte
-			for seq := range 100 {
-				rec := encodeTest(t, seq, 10+seq*7%300, seq%2 == 0)
-				phys, err := l.Append(rec, int64(seq), 1700000000000+int64(seq), seq%2 == 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if seq > 0 && phys <= offs[len(offs)-1] {
-					t.Fatalf("offsets not increasing: %d after %d", phys, offs[len(offs)-1])
-				}
-				offs, recs = append(offs, phys), append(recs, rec)
-				if l.NeedsNext() {
-					if err := l.PrepareNext(); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			if n := len(l.Queue().Files()); n < 5 {
-				t.Fatalf("only %d segments for 100 records of up to 400 bytes in 4 KiB segments", n)
-			}
-			// Every segment but the last ends with a blank filler or exactly full.
-			for _, f := range l.Queue().Files()[:len(l.Queue().Files())-1] {
-				_, tail, err := Scan(f.Data(), 0, Check{}, nil)
-				if tail != TailBlank || err != nil {
-					t.Fatalf("%s ends with %v, %v", f.Name(), tail, err)
-				}
-			}
-			check := func(l *Log) {
-				t.Helper()
-				i := 0
-				end, err := l.Each(0, l.MaxOffset(), Check{RequirePropCRC: false}, func(phys int64, v View) error {
-					if phys != offs[i] || v.QueueOffset() != int64(i) || v.PhysicalOffset() != phys {
-						return fmt.Errorf("record %d at %d (queue offset %d), want %d", i, phys, v.QueueOffset(), offs[i])
-					}
-					if !bytes.Equal(v.Body(), bodyOf(t, recs[i])) {
-						return fmt.Errorf("body %d differs", i)
-					}
-					i++
-					return nil
-				})
-				if err != nil || i != len(offs) || end != l.MaxOffset() {
-					t.Fatalf("Each: %v after %d records, end %d of %d", err, i, end, l.MaxOffset())
-				}
-				v, release, err := l.Read(offs[57])
-				if err != nil {
-					t.Fatal(err)
-				}
-				if v.QueueOffset() != 57 || v.StoreTimestamp() != 1700000000057 {
-					t.Fatalf("Read: queue offset %d, store ts %d", v.QueueOffset(), v.StoreTimestamp())
-				}
-				release()
-			}
-			check(l)
-			if err := l.Flush(l.MaxOffset()); err != nil {
-				t.Fatal(err)
-			}
-			end := l.MaxOffset()
-			if err := l.Close(); err != nil {
-				t.Fatal(err)
-			}
+		}
+	}
+}
 
-			l = openTestLog(t, fsys, dir, 4096)
-			defer l.Close()
-			res, err := l.Recover(RecoverOptions{})
-			if err != nil {
+// testLogAppendAcrossSegments appends 100 records, reopens and recovers the log, and returns
+// the bytes of its segments.
+func testLogAppendAcrossSegments(t *testing.T, fsys vfs.FS, pwrite bool) [][]byte {
+	dir := filepath.Join(t.TempDir(), "commitlog")
+	if _, ok := fsys.(*vfs.Mem); ok {
+		dir = "/store/commitlog"
+	}
+	l := openTestLogWrites(t, fsys, dir, 4096, pwrite)
+	var offs []int64
+	var recs [][]byte
+	for seq := range 100 {
+		rec := encodeTest(t, seq, 10+seq*7%300, seq%2 == 0)
+		phys, err := l.Append(rec, int64(seq), 1700000000000+int64(seq), seq%2 == 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pwrite && l.MaxOffset() > phys {
+			t.Fatalf("record %d at %d: the log's end moved to %d before Commit", seq, phys, l.MaxOffset())
+		}
+		if seq%5 == 4 {
+			if err := l.Commit(); err != nil {
 				t.Fatal(err)
 			}
-			if res.End != end || res.Records != 100 || res.Tail != TailClean {
-				t.Fatalf("recovered %+v, want end %d and 100 records", res, end)
+		}
+		if seq > 0 && phys <= offs[len(offs)-1] {
+			t.Fatalf("offsets not increasing: %d after %d", phys, offs[len(offs)-1])
+		}
+		offs, recs = append(offs, phys), append(recs, rec)
+		if l.NeedsNext() {
+			if err := l.PrepareNext(); err != nil {
+				t.Fatal(err)
 			}
-			check(l)
-			// Appending continues after the recovered end.
-			if phys, err := l.Append(encodeTest(t, 100, 50, true), 100, 1, true); err != nil || phys != end {
-				t.Fatalf("append after recovery at %d: %v, want %d", phys, err, end)
+		}
+	}
+	if err := l.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(l.Queue().Files()); n < 5 {
+		t.Fatalf("only %d segments for 100 records of up to 400 bytes in 4 KiB segments", n)
+	}
+	// Every segment but the last ends with a blank filler or exactly full.
+	for _, f := range l.Queue().Files()[:len(l.Queue().Files())-1] {
+		_, tail, err := Scan(f.Data(), 0, Check{}, nil)
+		if tail != TailBlank || err != nil {
+			t.Fatalf("%s ends with %v, %v", f.Name(), tail, err)
+		}
+	}
+	check := func(l *Log) {
+		t.Helper()
+		i := 0
+		end, err := l.Each(0, l.MaxOffset(), Check{RequirePropCRC: false}, func(phys int64, v View) error {
+			if phys != offs[i] || v.QueueOffset() != int64(i) || v.PhysicalOffset() != phys {
+				return fmt.Errorf("record %d at %d (queue offset %d), want %d", i, phys, v.QueueOffset(), offs[i])
 			}
+			if !bytes.Equal(v.Body(), bodyOf(t, recs[i])) {
+				return fmt.Errorf("body %d differs", i)
+			}
+			i++
+			return nil
 		})
+		if err != nil || i != len(offs) || end != l.MaxOffset() {
+			t.Fatalf("Each: %v after %d records, end %d of %d", err, i, end, l.MaxOffset())
+		}
+		v, release, err := l.Read(offs[57])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.QueueOffset() != 57 || v.StoreTimestamp() != 1700000000057 {
+			t.Fatalf("Read: queue offset %d, store ts %d", v.QueueOffset(), v.StoreTimestamp())
+		}
+		release()
+	}
+	check(l)
+	if err := l.Flush(l.MaxOffset()); err != nil {
+		t.Fatal(err)
+	}
+	end := l.MaxOffset()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l = openTestLog(t, fsys, dir, 4096)
+	defer l.Close()
+	res, err := l.Recover(RecoverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.End != end || res.Records != 100 || res.Tail != TailClean {
+		t.Fatalf("recovered %+v, want end %d and 100 records", res, end)
+	}
+	check(l)
+	// Appending continues after the recovered end.
+	if phys, err := l.Append(encodeTest(t, 100, 50, true), 100, 1, true); err != nil || phys != end {
+		t.Fatalf("append after recovery at %d: %v, want %d", phys, err, end)
+	}
+	if err := l.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var image [][]byte
+	for _, f := range l.Queue().Files() {
+		image = append(image, bytes.Clone(f.Data()))
+	}
+	return image
+}
+
+// TestLogFailedWriteIsSticky: a write that fails leaves the log's end where it was, and the log
+// refuses every later Append and Commit with that error (what the page cache holds after a
+// failed write is not known); the records that were written stay readable.
+func TestLogFailedWriteIsSticky(t *testing.T) {
+	eio := fmt.Errorf("injected: %w", syscall.EIO)
+	fsys := vfs.NewFaulty(vfs.NewMem(), vfs.OnNth(vfs.OpSegmentWrite, 2, eio))
+	l := openTestLogWrites(t, fsys, "/store/commitlog", 1<<16, true)
+	defer l.Close()
+	for seq := range 3 {
+		if _, err := l.Append(encodeTest(t, seq, 100, true), int64(seq), 1, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	end := l.MaxOffset()
+	if _, err := l.Append(encodeTest(t, 3, 100, true), 3, 1, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Commit(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("commit: %v, want the write's EIO", err)
+	}
+	if l.MaxOffset() != end {
+		t.Fatalf("end %d after a failed write, want %d", l.MaxOffset(), end)
+	}
+	if _, err := l.Append(encodeTest(t, 4, 100, true), 4, 1, true); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("append after a failed write: %v", err)
+	}
+	if err := l.Commit(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("second commit: %v", err)
+	}
+	n := 0
+	if _, err := l.Each(0, end, Check{}, func(int64, View) error { n++; return nil }); err != nil || n != 3 {
+		t.Fatalf("%d records readable before the failure (%v), want 3", n, err)
 	}
 }
 

@@ -81,6 +81,10 @@ func (f *File) Flushed() int64 { return f.flushed.Load() }
 // Full says the write position has reached the end of the file.
 func (f *File) Full() bool { return f.wrote.Load() >= f.size }
 
+// WriteAt writes p at pos through the file (vfs.Segment.WriteAt); pos+len(p) must be below
+// Reserved. It does not move the write position.
+func (f *File) WriteAt(p []byte, pos int64) error { return f.seg.WriteAt(p, pos) }
+
 // Data is the whole mapping. The caller must hold a reference (or be the queue's writer, whose
 // file the queue never deletes) and must not write at or past Reserved.
 func (f *File) Data() []byte { return f.seg.Data() }
