@@ -234,6 +234,7 @@ func (a *Appender) appendBatch(b *stages.Batch, now time.Time) {
 		a.stats.records.Add(1)
 		a.stats.bytes.Add(int64(r.Size))
 	}
+	b.ReleaseBytes() // every record is in the log (or refused): their encodings are not read again
 }
 
 // takesQueueOffset says whether the encoded record rec is of a transaction type that the

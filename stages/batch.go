@@ -44,4 +44,22 @@ type Batch struct {
 	// Durable makes the acks wait until the batch is durable whatever the flush mode (a
 	// JetStream source acks its stream only then).
 	Durable bool
+	// Arenas are the buffers the records' Bytes were cut from, one reference each (Arena).
+	Arenas []*Arena
+}
+
+// ReleaseBytes is called by the appender once every record is copied into the log: it releases
+// the batch's arenas and clears the records' Bytes, so that none is read after. A batch without
+// arenas (its records own their bytes) keeps them.
+func (b *Batch) ReleaseBytes() {
+	if len(b.Arenas) == 0 {
+		return
+	}
+	for i := range b.Records {
+		b.Records[i].Bytes = nil
+	}
+	for _, a := range b.Arenas {
+		a.Release()
+	}
+	b.Arenas = nil
 }

@@ -3,18 +3,13 @@ package ingress
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages"
 )
-
-// arenaChunk is the size of the buffers records are encoded into. Records of a worker are cut
-// from shared chunks (never reused: the appender and dedupe may still read them), so a batch
-// costs one allocation per 64 KiB instead of one per message. A record that does not fit in a
-// chunk gets its own buffer.
-const arenaChunk = 64 << 10
 
 // recordSlack bounds how much longer a record is than its body, topic and properties: 91 fixed
 // bytes (V1, IPv4 hosts) + 24 for two IPv6 hosts + 1 for a V2 topic length + 21 for the
@@ -46,8 +41,12 @@ type worker struct {
 	// graceful stop, subsDone tells the worker that no more sends come.
 	jobs  chan job
 	props propBuilder
-	arena []byte
 	batch []job
+	// arena is the buffer records are encoded into (stages.Arena), and held the arenas the
+	// records of the batch being built were cut from, one reference each. A record that does
+	// not fit in an arena gets a buffer of its own.
+	arena *stages.Arena
+	held  []*stages.Arena
 }
 
 // run is the worker loop: block for one message, take what else is queued (up to MaxBatch),
@@ -88,6 +87,16 @@ func (w *worker) finish(ctx context.Context) error {
 func (w *worker) process(ctx context.Context, jobs []job) error {
 	w.batch = jobs
 	defer clear(jobs)
+	// The batch takes over the arena references its records hold; whatever is still held on
+	// the way out (no batch was sent) is released here.
+	w.held = w.held[:0]
+	defer func() {
+		for _, a := range w.held {
+			a.Release()
+		}
+		clear(w.held)
+		w.held = w.held[:0]
+	}()
 	// NATS does not carry a publish time: the born timestamp is when ingress encoded the batch.
 	born := w.in.cfg.Clock().UnixMilli()
 	recs := make([]stages.Record, 0, len(jobs))
@@ -141,10 +150,12 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 		return nil
 	}
 	// A JetStream message is acked to its stream only once durable here, whatever the flush mode.
-	b := &stages.Batch{Records: recs, Done: w.in.done, Durable: w.in.js != nil || w.in.repl != nil}
+	b := &stages.Batch{Records: recs, Done: w.in.done, Durable: w.in.js != nil || w.in.repl != nil,
+		Arenas: slices.Clone(w.held)}
 	select {
 	case w.in.cfg.Out <- b:
 		w.in.counters.encoded.Add(int64(len(recs) - extra))
+		w.held = w.held[:0] // the batch's now
 		return nil
 	case <-ctx.Done():
 		w.in.counters.aborted.Add(int64(len(recs) - extra))
@@ -185,19 +196,29 @@ func (w *worker) encodeSeq(j *job, born int64, seq *seqHeader) (stages.Record, e
 		Properties:    props,
 	}
 	need := len(m.Body) + len(m.Topic) + len(props) + recordSlack
-	if cap(w.arena)-len(w.arena) < need && need <= arenaChunk {
-		w.arena = make([]byte, 0, arenaChunk)
+	var free []byte
+	if need <= stages.ArenaSize {
+		if w.arena == nil || cap(w.arena.Buf)-len(w.arena.Buf) < need {
+			if w.arena != nil {
+				w.arena.Release()
+			}
+			w.arena = stages.NewArena()
+		}
+		free = w.arena.Buf[len(w.arena.Buf):]
 	}
-	// Encoding into the free tail of the chunk writes in place when the record fits; when it
-	// does not (a big record), AppendRecord allocates a buffer for this record alone, after its
-	// checks, so a rejected oversized body costs no allocation.
-	free := w.arena[len(w.arena):]
+	// Encoding into the free tail of the arena writes in place; a record too big for an arena
+	// gets a buffer of its own from AppendRecord, after its checks, so a rejected oversized
+	// body costs no allocation.
 	rec, err := commitlog.AppendRecord(free, &m, *cfg.Encode)
 	if err != nil {
 		return stages.Record{}, err
 	}
-	if len(rec) <= cap(free) {
-		w.arena = w.arena[:len(w.arena)+len(rec)]
+	if free != nil {
+		w.arena.Buf = w.arena.Buf[:len(w.arena.Buf)+len(rec)]
+		if n := len(w.held); n == 0 || w.held[n-1] != w.arena {
+			w.arena.Hold()
+			w.held = append(w.held, w.arena)
+		}
 	}
 	r := stages.Record{
 		Bytes:   rec[:len(rec):len(rec)], // capped: an append must never run into the next record
