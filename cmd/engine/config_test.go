@@ -152,6 +152,7 @@ func everyKey(dir string) string {
 	return `
 log_level: warn
 log_format: json
+gc_percent: 300
 store: ` + filepath.Join(dir, "store") + `
 commit_log_size: 64MB            # sizes as nats-server writes them: 64MB is 64 MiB
 cq_units: 5000
@@ -252,8 +253,8 @@ func TestConfigEveryKey(t *testing.T) {
 			t.Errorf("%s: from %s; the test file sets every key", s.key, s.source)
 		}
 	}
-	if c.LogLevel != "warn" || c.LogFormat != "json" {
-		t.Errorf("global keys: %q %q", c.LogLevel, c.LogFormat)
+	if c.LogLevel != "warn" || c.LogFormat != "json" || c.GCPercent != 300 {
+		t.Errorf("global keys: %q %q %d", c.LogLevel, c.LogFormat, c.GCPercent)
 	}
 	opts, nopts := r.options(zerolog.Nop())
 	opts.Logger = zerolog.Logger{}
