@@ -257,11 +257,27 @@ func (in *Ingress) onMsg(m *nats.Msg) {
 	}
 	q := in.router.queue(m, rt)
 	w := in.workers[rt.worker(q, len(in.workers))]
-	select {
-	case w.jobs <- job{msg: m, route: rt, queue: q}:
-	case <-in.abort:
+	if !in.send(w, job{msg: m, route: rt, queue: q}) {
 		in.counters.aborted.Add(1)
 		in.replyStopped(m)
+	}
+}
+
+// send hands j to w, waiting while w's inbox is full (the back-pressure on the NATS
+// callbacks); it returns false if the ingress aborts first. The inbox mostly has room: trying a
+// plain send before the two-way select saves the select's cost, which at one send per message
+// was a twentieth of the engine's CPU.
+func (in *Ingress) send(w *worker, j job) bool {
+	select {
+	case w.jobs <- j:
+		return true
+	default:
+	}
+	select {
+	case w.jobs <- j:
+		return true
+	case <-in.abort:
+		return false
 	}
 }
 
@@ -296,9 +312,7 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 		e := &entries[i]
 		q := in.router.queue(e, rt)
 		w := in.workers[rt.worker(q, len(in.workers))]
-		select {
-		case w.jobs <- job{msg: e, route: rt, queue: q, pack: pk, seq: seqs[i]}:
-		case <-in.abort:
+		if !in.send(w, job{msg: e, route: rt, queue: q, pack: pk, seq: seqs[i]}) {
 			// As for a batched message, no reply: the publisher resends what is not acked.
 			in.counters.aborted.Add(int64(len(entries) - i))
 			return
