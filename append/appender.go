@@ -70,6 +70,9 @@ type Config struct {
 	// Gate, when set, is asked before each batch; an error refuses the batch (every record gets
 	// it) without stopping the appender: a full disk refuses writes until space returns.
 	Gate func() error
+	// Feed, when set, gets each round's records whose RecordIndex the encoder knew, once they
+	// are written (stages.DispatchFeed): dispatch then builds them without reading them back.
+	Feed *stages.DispatchFeed
 }
 
 // Stats are the appender's counters, read with Appender.Stats.
@@ -84,6 +87,7 @@ type Appender struct {
 	offsets map[QueueKey]int64
 	dedupe  *dedupe
 	stats   statsCounters
+	round   []stages.Dispatched // this round's records for Feed
 }
 
 // New makes an appender; Run starts it.
@@ -96,7 +100,11 @@ func New(cfg Config) *Appender {
 	if offsets == nil {
 		offsets = make(map[QueueKey]int64)
 	}
-	return &Appender{cfg: cfg, offsets: offsets, dedupe: newDedupe(cfg.DedupeWindow, cfg.DedupeMax)}
+	a := &Appender{cfg: cfg, offsets: offsets, dedupe: newDedupe(cfg.DedupeWindow, cfg.DedupeMax)}
+	if cfg.Feed != nil {
+		a.round = cfg.Feed.Buffer()
+	}
+	return a
 }
 
 // Run is the writer loop. It returns nil when In is closed and drained (a clean stop), and
@@ -138,6 +146,12 @@ func (a *Appender) Run(ctx context.Context) (err error) {
 			}
 			clear(batches)
 			return fmt.Errorf("writing the CommitLog: %w", err)
+		}
+		if a.cfg.Feed != nil {
+			// Before Written moves: dispatch, which follows Written (or Durable, behind it),
+			// finds a round in the feed by the time the round is below its limit.
+			a.cfg.Feed.Offer(a.round)
+			a.round = a.cfg.Feed.Buffer()
 		}
 		a.cfg.Written.Advance(a.cfg.Log.MaxOffset())
 		a.stats.dedupeSize.Store(int64(a.dedupe.Len()))
@@ -228,6 +242,10 @@ func (a *Appender) appendBatch(b *stages.Batch, now time.Time) {
 		}
 		r.QueueOffset, r.PhysOffset, r.Size, r.StoreTimestamp = qo, phys, int32(len(r.Bytes)), rts
 		b.End = max(b.End, r.End())
+		if a.cfg.Feed != nil && queued && r.Index.Known {
+			a.round = append(a.round, stages.Dispatched{Phys: phys, Size: r.Size, QueueID: r.QueueID,
+				QueueOffset: qo, StoreTimestamp: rts, Topic: r.Topic, Index: r.Index})
+		}
 		if a.dedupe != nil && r.MsgID != "" {
 			a.dedupe.put(dk, dedupeEntry{phys: phys, size: r.Size, queueOffset: qo, queueID: r.QueueID, storeTimestamp: rts}, now)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
 	"github.com/rocketstore/engine/internal/store/indexfile"
+	"github.com/rocketstore/engine/stages"
 )
 
 // Builder applies one record to the ConsumeQueues and the IndexFiles. It is owned by one
@@ -71,6 +72,40 @@ func (b *Builder) Apply(phys int64, v commitlog.View) error {
 	}
 	b.LastStoreTimestamp = v.StoreTimestamp()
 	return nil
+}
+
+// ApplyDispatched is Apply for a record the appender handed over with its RecordIndex known
+// (stages.DispatchFeed): the same unit and the same index entries, built from what the encoder
+// and the appender worked out instead of from the record's bytes. Only normal messages come
+// this way (the appender hands over no other), so there is no transaction type to look at.
+func (b *Builder) ApplyDispatched(d *stages.Dispatched) error {
+	cq, err := b.queueByName(d.Topic, d.QueueID)
+	if err != nil {
+		return err
+	}
+	u := consumequeue.Unit{Phys: d.Phys, Size: d.Size, TagsCode: d.Index.TagsCode}
+	if err := cq.Put(d.QueueOffset, u); err != nil {
+		return fmt.Errorf("dispatch: consumequeue %s: %w", cq, err)
+	}
+	if b.index != nil {
+		filled, err := b.index.BuildHashes(d.Phys, d.StoreTimestamp, d.Index.Hashes[:d.Index.NHashes])
+		if err != nil {
+			return fmt.Errorf("dispatch: index: %w", err)
+		}
+		if filled > 0 {
+			b.IndexFilled = filled
+		}
+	}
+	b.LastStoreTimestamp = d.StoreTimestamp
+	return nil
+}
+
+// queueByName is queue for a topic held as a string.
+func (b *Builder) queueByName(topic string, id int32) (*consumequeue.ConsumeQueue, error) {
+	if cq := b.queues[topic][id]; cq != nil {
+		return cq, nil
+	}
+	return b.queue(unsafe.Slice(unsafe.StringData(topic), len(topic)), id)
 }
 
 func (b *Builder) queue(topic []byte, id int32) (*consumequeue.ConsumeQueue, error) {

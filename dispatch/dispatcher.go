@@ -39,6 +39,12 @@ type Dispatcher struct {
 	// Builder skips what is built already. Without NoSpace, ENOSPC ends Run like any error.
 	NoSpace      func(err error)
 	RetryNoSpace time.Duration
+	// Feed, when set, holds records the appender handed over (stages.DispatchFeed): those are
+	// built without reading the log; everything else is read from it.
+	Feed *stages.DispatchFeed
+
+	round []stages.Dispatched // the feed's round being used, from next on
+	next  int
 
 	lastStoreTS atomic.Int64
 	indexFilled atomic.Int64
@@ -68,13 +74,7 @@ func (d *Dispatcher) Run(ctx context.Context) (err error) {
 		if limit <= from {
 			return nil // the limit is closed and everything below it is dispatched
 		}
-		stop := from + step
-		end, err := d.Log.Each(from, limit, chk, func(phys int64, v commitlog.View) error {
-			if phys >= stop {
-				return errStep // Each returns phys: the record is left for the next round
-			}
-			return d.Builder.Apply(phys, v)
-		})
+		end, err := d.dispatch(from, limit, from+step, chk)
 		// A full disk with room in the CommitLog is a pause (see NoSpace); stopping (Limit
 		// closed) is not the time to wait for space: the next start dispatches the rest.
 		retry := err != nil && err != errStep && d.NoSpace != nil && errors.Is(err, syscall.ENOSPC) &&
@@ -98,6 +98,68 @@ func (d *Dispatcher) Run(ctx context.Context) (err error) {
 				return err
 			}
 		}
+	}
+}
+
+// dispatch builds the records in [from, limit) up to the first at or past stop, and returns
+// where it got to. A record the feed holds at the position reached is built from the feed;
+// otherwise the log is read from there up to the next record the feed holds.
+func (d *Dispatcher) dispatch(from, limit, stop int64, chk commitlog.Check) (int64, error) {
+	fromLog := func(phys int64, v commitlog.View) error {
+		if phys >= stop {
+			return errStep // Each returns phys: the record is left for the next round
+		}
+		return d.Builder.Apply(phys, v)
+	}
+	pos := from
+	for pos < limit && pos < stop {
+		e := d.feedAt(pos)
+		if e != nil && e.Phys == pos {
+			if e.End() > limit {
+				return pos, nil // limits fall between records; this one is not below it yet
+			}
+			if err := d.Builder.ApplyDispatched(e); err != nil {
+				return pos, err
+			}
+			d.next++
+			pos = e.End()
+			continue
+		}
+		upTo := limit
+		if e != nil && e.Phys > pos {
+			upTo = min(limit, e.Phys)
+		}
+		end, err := d.Log.Each(pos, upTo, chk, fromLog)
+		if err != nil || end <= pos {
+			return end, err
+		}
+		pos = end
+	}
+	return pos, nil
+}
+
+// feedAt returns the first record the feed holds at or past pos (dropping those below it, which
+// the log path built already), or nil when it holds none.
+func (d *Dispatcher) feedAt(pos int64) *stages.Dispatched {
+	if d.Feed == nil {
+		return nil
+	}
+	for {
+		for d.next < len(d.round) {
+			if e := &d.round[d.next]; e.Phys >= pos {
+				return e
+			}
+			d.next++
+		}
+		if d.round != nil {
+			d.Feed.Recycle(d.round)
+			d.round, d.next = nil, 0
+		}
+		r, ok := d.Feed.Poll()
+		if !ok {
+			return nil
+		}
+		d.round, d.next = r, 0
 	}
 }
 

@@ -38,6 +38,7 @@ type rec struct {
 	tx          int32
 	tags, uniq  string
 	keys        []string
+	ts          int64 // store timestamp
 }
 
 func (r rec) queued() bool { return r.tx == commitlog.TxNotType || r.tx == commitlog.TxCommit }
@@ -114,6 +115,7 @@ func (s *store) add(topic string, queue int32, tx int32, tags, uniq string, keys
 		s.next[k]++
 	}
 	s.ts++
+	r.ts = s.ts
 	if r.phys, err = s.log.Append(b, r.queueOffset, s.ts, true); err != nil {
 		s.t.Fatal(err)
 	}

@@ -206,8 +206,12 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		limit, level = e.written, e.written
 	}
 	e.noSpace.log = o.Logger.With().Str("stage", "dispatch").Logger()
+	// The appender hands each round's records to dispatch, which then need not read them back.
+	// 256 Ki records (about 16 MiB) are far more than dispatch lags by in steady state; a full
+	// feed only drops rounds, which dispatch reads from the log.
+	feed := stages.NewDispatchFeed(256 << 10)
 	e.dispatcher = &dispatch.Dispatcher{Log: e.log, Builder: e.builder, Limit: limit, Dispatched: e.dispatched,
-		NoSpace: e.noSpace.set}
+		NoSpace: e.noSpace.set, Feed: feed}
 	dedupeMax := o.DedupeMax
 	if dedupeMax < 0 {
 		dedupeMax = 0
@@ -216,7 +220,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		Log: e.log, In: e.in, Out: acks, Written: e.written, Dispatched: e.dispatched,
 		MaxLag: o.MaxDispatchLag, MaxBatch: o.MaxAppendBatch, NextOffsets: next, StartOffset: e.starts.start,
 		DedupeWindow: o.DedupeWindow, DedupeMax: dedupeMax, Kick: kick, Now: o.Now,
-		Gate: e.gate,
+		Gate: e.gate, Feed: feed,
 	})
 	e.retention.checkDisk(o.Now()) // before the first batch: a full disk refuses from the start
 	alloc := &appender.Allocator{Prepare: e.log.PrepareNext, Kick: kick, Log: o.Logger.With().Str("stage", "allocate").Logger()}

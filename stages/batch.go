@@ -19,6 +19,9 @@ type Record struct {
 	Reply string
 	Ctx   any
 
+	// Index is what dispatch needs besides the appender's fields, when the encoder knows it.
+	Index RecordIndex
+
 	// Set by the appender. StoreTimestamp too, unless the producer sets it (a replicated record
 	// stores its stream's timestamp, so that every engine on the stream stores the same).
 	QueueOffset    int64

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/stages"
 )
 
 // PropNatsSubject is the property that keeps a record's NATS subject.
@@ -71,6 +72,8 @@ type propBuilder struct {
 	// extra are properties appended after the message's own (a replicated record's
 	// NATS_STREAM_SEQ), already encoded; the caller sets and clears them.
 	extra []byte
+	// index is what dispatch needs of the last record built (recordindex.go).
+	index stages.RecordIndex
 }
 
 // build returns the properties of m (valid until the next build) and its dedupe id (the
@@ -90,6 +93,8 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props [
 		subject = rt.stored
 	}
 	buf := commitlog.AppendProperty(b.buf[:0], PropNatsSubject, subject)
+	b.index = stages.RecordIndex{}
+	uniqAt := len(buf) + len(commitlog.PropUniqKey) + 1 // where the UNIQ_KEY's value starts
 
 	if ids := h[nats.MsgIdHdr]; len(ids) > 0 {
 		if len(ids) > 1 {
@@ -115,7 +120,9 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props [
 		buf = append(buf, commitlog.PropertySeparator)
 	}
 
-	if keys := h[b.keysHdr]; len(keys) > 0 {
+	uniq := buf[uniqAt : len(buf)-1]
+	keys := h[b.keysHdr]
+	if len(keys) > 0 {
 		buf = append(buf, commitlog.PropKeys...)
 		buf = append(buf, commitlog.NameValueSeparator)
 		for i, k := range keys {
@@ -131,6 +138,7 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props [
 		buf = append(buf, commitlog.PropertySeparator)
 	}
 
+	tagsValue := rt.tags
 	if tags := h[b.tagsHdr]; len(tags) > 0 {
 		if len(tags) > 1 {
 			return nil, "", fmt.Errorf("%w: %s has %d values; TAGS holds one", ErrInvalidHeader,
@@ -140,6 +148,7 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props [
 			return nil, "", fmt.Errorf("%w: %s: %w", ErrInvalidHeader, b.tagsHdr, err)
 		}
 		buf = commitlog.AppendProperty(buf, commitlog.PropTags, tags[0])
+		tagsValue = tags[0]
 	} else if rt.tags != "" {
 		buf = commitlog.AppendProperty(buf, commitlog.PropTags, rt.tags)
 	}
@@ -180,5 +189,6 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props [
 	}
 	buf = append(buf, b.extra...)
 	b.buf = buf
+	b.index = recordIndex(rt, uniq, keys, tagsValue)
 	return buf, msgID, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/javahash"
 )
 
@@ -32,6 +33,8 @@ type route struct {
 	// shard is the base of the worker choice: the FNV-1a hash of the topic (of the subject when
 	// err is set, so that rejects spread over the workers too).
 	shard uint32
+	// indexPrefix is the IndexFile hash state after "topic#" (recordindex.go).
+	indexPrefix int32
 }
 
 // topicState is shared by every subject of one topic.
@@ -90,6 +93,7 @@ func (r *router) makeRoute(subject string) *route {
 		return rt
 	}
 	rt.shard = fnv32(rt.topic)
+	rt.indexPrefix = indexfile.TopicPrefixHash(rt.topic)
 	// A topic's state may be evicted while routes still point at it; they keep their pointer and
 	// a new route gets a fresh counter. Either way the queues are still spread.
 	rt.state = r.topics.getOrMake(rt.topic, func(string) *topicState { return new(topicState) })

@@ -227,6 +227,7 @@ func (w *worker) encodeSeq(j *job, born int64, seq *seqHeader) (stages.Record, e
 		PropCRC: cfg.Encode.PropCRC,
 		MsgID:   msgID,
 		Reply:   j.msg.Reply,
+		Index:   w.props.index,
 	}
 	if w.in.js != nil {
 		// The reply subject is JetStream's ack subject: the message itself is settled instead.

@@ -55,18 +55,9 @@ func (s *Service) BuildIndex(req Request) (filled int64, err error) {
 	}
 	prefix := topicPrefixHash(req.Topic)
 	put := func(key string) error {
-		h := keyHashFrom(prefix, key)
-		for {
-			err := f.PutHash(h, req.PhyOffset, req.StoreTimestamp)
-			if !errors.Is(err, ErrFull) {
-				return err
-			}
-			var ts int64
-			if f, ts, err = s.writable(); err != nil {
-				return err
-			}
-			filled = max(filled, ts)
-		}
+		var err error
+		f, filled, err = s.putHash(f, filled, keyHashFrom(prefix, key), req.PhyOffset, req.StoreTimestamp)
+		return err
 	}
 	if req.UniqKey != "" {
 		if err := put(req.UniqKey); err != nil {
@@ -88,6 +79,41 @@ func (s *Service) BuildIndex(req Request) (filled int64, err error) {
 		}
 	}
 	return filled, nil
+}
+
+// BuildHashes is BuildIndex for a normal (not rolled-back) message whose key hashes the caller
+// computed already (KeyHash, KeyHashBytes: the encoder does, off the dispatcher's goroutine):
+// the same skip of what is indexed already, the same entries in the same order, the same rolls.
+func (s *Service) BuildHashes(phyOffset, storeTimestamp int64, hashes []int32) (filled int64, err error) {
+	f, filled, err := s.writable()
+	if err != nil {
+		return filled, err
+	}
+	if phyOffset < f.EndPhyOffset() {
+		return filled, nil
+	}
+	for _, h := range hashes {
+		if f, filled, err = s.putHash(f, filled, h, phyOffset, storeTimestamp); err != nil {
+			return filled, err
+		}
+	}
+	return filled, nil
+}
+
+// putHash puts one key hash into f, rolling to a new file while f is full; it returns the file
+// written and the newest filled timestamp.
+func (s *Service) putHash(f *File, filled int64, h int32, phyOffset, storeTimestamp int64) (*File, int64, error) {
+	for {
+		err := f.PutHash(h, phyOffset, storeTimestamp)
+		if !errors.Is(err, ErrFull) {
+			return f, filled, err
+		}
+		var ts int64
+		if f, ts, err = s.writable(); err != nil {
+			return f, filled, err
+		}
+		filled = max(filled, ts)
+	}
 }
 
 // indexSpace is strings.IndexByte(s, ' '), kept local so the hot loop reads plainly.

@@ -44,6 +44,14 @@ func Continue(h int32, s string) int32 {
 	return h
 }
 
+// ContinueBytes is Continue over a byte slice, without converting it.
+func ContinueBytes(h int32, b []byte) int32 {
+	if len(b) == 0 {
+		return h
+	}
+	return Continue(h, unsafe.String(&b[0], len(b)))
+}
+
 // TagsCode is the ConsumeQueue tag code of a TAGS value: its hashCode sign-extended, 0 if empty.
 func TagsCode(tags string) int64 { return int64(String(tags)) }
 
