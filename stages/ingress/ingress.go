@@ -307,7 +307,7 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 		in.reject(m, in.notOwned(int(rt.partition), rt.stored))
 		return
 	}
-	pk := &packInfo{seqHeader: sh}
+	pk := &packInfo{seqHeader: sh, recv: in.tracker.recv.set(sh.stream)}
 	for i := range entries {
 		e := &entries[i]
 		q := in.router.queue(e, rt)

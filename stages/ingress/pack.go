@@ -39,6 +39,9 @@ const MaxPackEntries = 1 << 16
 // stream, the floor and the resend flag (its seq is the first entry's).
 type packInfo struct {
 	seqHeader
+	// recv is the stream's received set, looked up once for the whole pack rather than once
+	// per entry (received.go).
+	recv *recvSet
 }
 
 // entrySeq is the seq header of the entry with sequence seq.

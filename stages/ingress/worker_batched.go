@@ -44,7 +44,13 @@ func (w *worker) batched(j *job, born int64, sh seqHeader, metas *[]seqMeta, n i
 				Err: &storedBefore{at: at}, Ctx: newMeta(metas, n, sh, m.Reply)}, true
 		}
 	}
-	first, tracked := t.recv.set(sh.stream).claim(sh.seq, sh.acked)
+	var set *recvSet
+	if j.pack != nil {
+		set = j.pack.recv // looked up once for the pack
+	} else {
+		set = t.recv.set(sh.stream)
+	}
+	first, tracked := set.claim(sh.seq, sh.acked)
 	if !first {
 		// Another copy of the sequence entered the pipeline: its outcome answers it.
 		t.counters.dropped.Add(1)
