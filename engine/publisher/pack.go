@@ -154,7 +154,7 @@ func (p *Publisher) queueLocked(f *Future, now time.Time) {
 func (p *Publisher) numberLocked(f *Future) {
 	f.seq = p.next
 	p.next++
-	p.ring[f.seq%p.window] = f
+	p.ring[f.seq&p.mask] = f
 }
 
 // newPackLocked opens subject's pack, reusing a spare one.

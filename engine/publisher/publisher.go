@@ -102,15 +102,19 @@ type Publisher struct {
 	packKick   chan struct{} // capacity 1: a pack was started (its linger starts)
 	packDone   chan struct{}
 
-	mu       sync.Mutex
-	next     uint64    // the next sequence to give out
-	floor    uint64    // every sequence up to it is answered
-	ring     []*Future // the futures in (floor, next), at seq % window
+	mu    sync.Mutex
+	next  uint64    // the next sequence to give out
+	floor uint64    // every sequence up to it is answered
+	ring  []*Future // the futures in (floor, next), at seq & mask
+	// mask is len(ring)-1: the ring is the window rounded up to a power of two, so that finding
+	// a future is a mask, not a division (once per message, and again per ack).
+	mask     uint64
 	moved    chan struct{}
 	closed   bool
 	fatal    error // the engine does not do batched acks: every Publish fails
 	failures []Failure
-	failed   int // failures since the last report (failures holds the first maxFailures)
+	futures  []Future // the rest of the current slab (futureSlab)
+	failed   int      // failures since the last report (failures holds the first maxFailures)
 	stats    Stats
 	hdrBuf   []byte
 	msg      nats.Msg    // the message being sent (sendLocked)
@@ -172,7 +176,7 @@ func New(nc *nats.Conn, opts Options) (*Publisher, error) {
 		window: uint64(opts.Window), publish: opts.PublishMsg,
 		stop: make(chan struct{}), loopDone: make(chan struct{}), retry: make(chan struct{}, 1),
 		packKick: make(chan struct{}, 1), packDone: make(chan struct{}), packs: map[string]*pack{},
-		next: 1, ring: make([]*Future, opts.Window), moved: make(chan struct{}), header: nats.Header{},
+		next: 1, ring: make([]*Future, ringSize(opts.Window)), mask: uint64(ringSize(opts.Window) - 1), moved: make(chan struct{}), header: nats.Header{},
 	}
 	if p.publish == nil {
 		p.publish = nc.PublishMsg
@@ -243,7 +247,14 @@ func (p *Publisher) PublishMsg(ctx context.Context, m *nats.Msg) (*Future, error
 		return nil, err
 	}
 	now := time.Now()
-	f := &Future{p: p, subject: m.Subject, data: m.Data, header: m.Header, published: now}
+	if len(p.futures) == 0 {
+		// Futures come in slabs: one allocation per futureSlab messages instead of one each.
+		// A slab stays in memory while any of its futures is referenced, a few KiB.
+		p.futures = make([]Future, futureSlab)
+	}
+	f := &p.futures[0]
+	p.futures = p.futures[1:]
+	*f = Future{p: p, subject: m.Subject, data: m.Data, header: m.Header, published: now}
 	if ids := m.Header[nats.MsgIdHdr]; len(ids) > 0 {
 		f.msgID = ids[0] // else "<stream>:<seq>", made when asked for (MsgID)
 	}
@@ -309,7 +320,7 @@ func (p *Publisher) pendingLocked(seq uint64) *Future {
 	if seq <= p.floor || seq >= p.next {
 		return nil
 	}
-	f := p.ring[seq%p.window]
+	f := p.ring[seq&p.mask]
 	if f == nil || f.seq != seq || f.resolved {
 		return nil
 	}
@@ -339,7 +350,7 @@ func (p *Publisher) failLocked(f *Future, err error) {
 func (p *Publisher) advanceLocked() {
 	old := p.floor
 	for p.floor+1 < p.next {
-		i := (p.floor + 1) % p.window
+		i := (p.floor + 1) & p.mask
 		if f := p.ring[i]; f != nil && !f.resolved {
 			break
 		}
@@ -578,4 +589,16 @@ func (p *Publisher) Stats() Stats {
 		}
 	}
 	return s
+}
+
+// futureSlab is how many futures one allocation makes.
+const futureSlab = 64
+
+// ringSize is the smallest power of two that holds a window of n futures.
+func ringSize(n int) int {
+	size := 1
+	for size < n {
+		size <<= 1
+	}
+	return size
 }
