@@ -128,11 +128,11 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 			if !ok {
 				continue
 			}
-			if rec, ok := w.batched(j, born, sh, &metas, len(jobs)); ok {
-				if rec.Err != nil {
-					extra++
-				}
-				recs = append(recs, rec)
+			recs = append(recs, stages.Record{}) // built in place: within cap, so no copy moves it
+			if rec := &recs[len(recs)-1]; !w.batched(rec, j, born, sh, &metas, len(jobs)) {
+				recs = recs[:len(recs)-1]
+			} else if rec.Err != nil {
+				extra++
 			}
 			continue
 		}
@@ -175,16 +175,24 @@ func (w *worker) encode(j *job, born int64) (stages.Record, error) {
 
 // encodeSeq is encode for a message of a batched-ack stream when seq is not nil.
 func (w *worker) encodeSeq(j *job, born int64, seq *seqHeader) (stages.Record, error) {
+	var r stages.Record
+	err := w.encodeInto(&r, j, born, seq)
+	return r, err
+}
+
+// encodeInto is encodeSeq building the record in r, a zeroed slot (see batched); on error r is
+// left as it may be.
+func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *seqHeader) error {
 	rt := j.route
 	if rt.err != nil {
-		return stages.Record{}, rt.err
+		return rt.err
 	}
 	if undecodedHeaders(j.msg) {
-		return stages.Record{}, errUndecodedHeaders
+		return errUndecodedHeaders
 	}
 	props, msgID, err := w.props.buildWith(j.msg, rt, seq)
 	if err != nil {
-		return stages.Record{}, err
+		return err
 	}
 	cfg := &w.in.cfg
 	// The worker's own Message, filled in place: a new one per message was a tenth of the
@@ -211,7 +219,7 @@ func (w *worker) encodeSeq(j *job, born int64, seq *seqHeader) (stages.Record, e
 	// body costs no allocation.
 	rec, err := commitlog.AppendRecord(free, m, *cfg.Encode)
 	if err != nil {
-		return stages.Record{}, err
+		return err
 	}
 	if free != nil {
 		w.arena.Buf = w.arena.Buf[:len(w.arena.Buf)+len(rec)]
@@ -220,15 +228,9 @@ func (w *worker) encodeSeq(j *job, born int64, seq *seqHeader) (stages.Record, e
 			w.held = append(w.held, w.arena)
 		}
 	}
-	r := stages.Record{
-		Bytes:   rec[:len(rec):len(rec)], // capped: an append must never run into the next record
-		Topic:   rt.topic,
-		QueueID: j.queue,
-		PropCRC: cfg.Encode.PropCRC,
-		MsgID:   msgID,
-		Reply:   j.msg.Reply,
-		Index:   w.props.index,
-	}
+	r.Bytes = rec[:len(rec):len(rec)] // capped: an append must never run into the next record
+	r.Topic, r.QueueID, r.PropCRC = rt.topic, j.queue, cfg.Encode.PropCRC
+	r.MsgID, r.Reply, r.Index = msgID, j.msg.Reply, w.props.index
 	if w.in.js != nil {
 		// The reply subject is JetStream's ack subject: the message itself is settled instead.
 		r.Reply, r.Ctx = "", j.msg
@@ -236,7 +238,7 @@ func (w *worker) encodeSeq(j *job, born int64, seq *seqHeader) (stages.Record, e
 			r.MsgID = jsDedupeKey(j.msg)
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // errUndecodedHeaders: see undecodedHeaders.
