@@ -102,7 +102,7 @@ func (r *runCmd) reloadInto(t reloadTarget, log zerolog.Logger) (applied, refuse
 			return nil, refused
 		}
 	}
-	var level zerolog.Level
+	var level, was zerolog.Level
 	levelChanged := false
 	for _, ch := range apply {
 		applied = append(applied, ch.key)
@@ -110,6 +110,7 @@ func (r *runCmd) reloadInto(t reloadTarget, log zerolog.Logger) (applied, refuse
 		if ch.key == "log_level" {
 			levelChanged = true
 			level, _ = zerolog.ParseLevel(c.LogLevel)
+			was, _ = zerolog.ParseLevel(ch.from)
 		}
 	}
 	// The applied keys now run with their new values; refused ones keep showing as changed.
@@ -121,9 +122,14 @@ func (r *runCmd) reloadInto(t reloadTarget, log zerolog.Logger) (applied, refuse
 		}
 	}
 	r.file = next.file
+	// "config reloaded" says the reload is done, so a more verbose level is in force before it
+	// is written (what happens after it is logged at the new level); a less verbose one comes
+	// after it, so that the line is still written.
+	if levelChanged && level < was {
+		t.SetLogLevel(level)
+	}
 	log.Info().Strs("applied", applied).Strs("refused", refused).Msg("config reloaded")
-	// The level last, so that the lines above are written at the level in force when it came.
-	if levelChanged {
+	if levelChanged && level >= was {
 		t.SetLogLevel(level)
 	}
 	return applied, refused
