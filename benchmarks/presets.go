@@ -9,7 +9,7 @@ import (
 // PresetOptions adjust a preset.
 type PresetOptions struct {
 	// CommitLogSize is the engine's CommitLog segment size (256 MiB when 0: the engine's 1 GiB
-	// default costs a second of prefault per segment, too much for short runs).
+	// default is more than a short run writes).
 	CommitLogSize int64
 	// Scale multiplies every run's duration and message count (1 when 0).
 	Scale float64

@@ -130,7 +130,7 @@ type TargetOptions struct {
 	PendingMsgs  int `json:"pending_msgs,omitempty"`
 	PendingBytes int `json:"pending_bytes,omitempty"`
 	// CommitLogSize is the size of the engine's CommitLog segments (engine.Options default,
-	// 1 GiB, when 0). Prefault is on, so a new segment costs its size in page faults up front.
+	// 1 GiB, when 0).
 	CommitLogSize int64 `json:"commitlog_size,omitempty"`
 	// Small shrinks the engine's ConsumeQueue and IndexFile geometry, for tests.
 	Small bool `json:"small,omitempty"`

@@ -14,7 +14,7 @@ type Usage struct {
 	User   time.Duration `json:"user"`
 	System time.Duration `json:"system"`
 	// MaxRSS is the peak resident set in bytes: the process's high-water mark, file pages it
-	// mapped and touched included (an engine's prefaulted CommitLog segment counts in full).
+	// mapped and touched included (the CommitLog pages an engine wrote and read back count).
 	MaxRSS int64 `json:"max_rss"`
 }
 

@@ -28,7 +28,7 @@ type benchCmd struct {
 	Profile       bool          `help:"Write a pprof CPU profile of every run's target process (the measurement only) into --out DIR/profiles."`
 	Dir           string        `help:"Directory for the runs' scratch stores (the system's temporary directory if empty; use a real disk)." type:"path"`
 	Timeout       time.Duration `help:"Deadline of the whole invocation; runs not started by then are reported invalid (default: 15m, or twice the preset's estimate if longer)."`
-	CommitLogSize byteSize      `name:"commitlog-size" help:"CommitLog segment size of the engine targets (prefaulted)." default:"256MiB"`
+	CommitLogSize byteSize      `name:"commitlog-size" help:"CommitLog segment size of the engine targets." default:"256MiB"`
 	Scale         float64       `help:"Multiply every run's duration and message count." default:"1"`
 	Publishers    int           `help:"Publishers (connections) of the base load; 0 keeps the preset's."`
 	Topics        int           `help:"Topics (subjects) of the base load; 0 keeps the preset's."`
