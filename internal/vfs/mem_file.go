@@ -78,6 +78,9 @@ func (s *memSegment) WriteAt(p []byte, off int64) error {
 	return nil
 }
 
+// DoneWriting has no descriptor to close.
+func (s *memSegment) DoneWriting() error { return nil }
+
 // Prefault has nothing to fault in memory; it only checks that [from, to) could be written,
 // since the real one may dirty the pages and so must stay below Reserved, as OS checks too.
 // AdviseRandom implements Segment; memory has no read-ahead.

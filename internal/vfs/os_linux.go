@@ -199,6 +199,17 @@ func (s *osSegment) WriteAt(p []byte, off int64) error {
 	return nil
 }
 
+func (s *osSegment) DoneWriting() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w == nil {
+		return nil
+	}
+	err := s.w.Close()
+	s.w = nil
+	return err
+}
+
 func (s *osSegment) Sync(from, to int64) error {
 	if s.mode != ReadWrite || from >= to {
 		return nil

@@ -76,6 +76,13 @@ func TestSegmentWriteAt(t *testing.T) {
 			if err := seg.WriteAt(msg, 8192-4); err == nil {
 				t.Fatal("a write past the reserved bytes succeeded")
 			}
+			// Done writing closes the descriptor; a later write opens one again.
+			if err := seg.DoneWriting(); err != nil {
+				t.Fatal(err)
+			}
+			if err := seg.WriteAt(msg[:4], 4090); err != nil {
+				t.Fatal(err)
+			}
 			if err := seg.Sync(4090, 4090+int64(len(msg))); err != nil {
 				t.Fatal(err)
 			}

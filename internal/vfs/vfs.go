@@ -77,6 +77,10 @@ type Segment interface {
 	// the bytes at once (it is shared). The page cache takes them without a write fault per
 	// page. [off, off+len(p)) must be below Reserved. On error some of p may be written.
 	WriteAt(p []byte, off int64) error
+	// DoneWriting says WriteAt will not be called again: the descriptor it writes with is
+	// closed (a log keeps one open only for the segment it writes). A later WriteAt opens one
+	// again.
+	DoneWriting() error
 	// Sync makes the bytes in [from, to) durable (msync of the pages that cover them).
 	Sync(from, to int64) error
 	// Prefault takes the page faults for [from, to) now, so that later writes run at memory

@@ -208,6 +208,13 @@ func (l *Log) rollFrom(f *segment.File) (*segment.File, error) {
 		Blank(f.Data()[pos:], int(f.Size()-pos))
 		f.SetWrote(f.Size())
 	}
+	if l.pwrite {
+		// The full segment is not written again: its descriptor goes, so that a long-lived
+		// engine holds one for the segment it writes, not one per segment it ever wrote. A
+		// close error is not the roll's: the bytes are in the page cache, and the next sync of
+		// the segment reports any write-back error.
+		_ = f.DoneWriting()
+	}
 	l.cur = next
 	return next, nil
 }

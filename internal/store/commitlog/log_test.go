@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -449,5 +450,34 @@ func BenchmarkLogAppend(b *testing.B) {
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mrec/s")
 			})
 		}
+	}
+}
+
+// TestLogReleasesWriterOnRoll: with Pwrite, a segment keeps a descriptor only while it is the
+// one written, so that writing through many segments does not pile up descriptors.
+func TestLogReleasesWriterOnRoll(t *testing.T) {
+	fds := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skipf("no /proc/self/fd: %v", err)
+		}
+		return len(entries)
+	}
+	l := openTestLogWrites(t, vfs.Default, t.TempDir(), 4096, true)
+	defer l.Close()
+	before := fds()
+	for seq := range 200 { // 200 records of about 300 bytes: about 15 segments
+		if _, err := l.Append(encodeTest(t, seq, 200, true), int64(seq), 1, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(l.Queue().Files()); n < 10 {
+		t.Fatalf("%d segments: the test wants many rolls", n)
+	}
+	if grew := fds() - before; grew > 1 {
+		t.Fatalf("%d more descriptors after writing %d segments, want the active segment's only", grew, len(l.Queue().Files()))
 	}
 }

@@ -85,6 +85,9 @@ func (f *File) Full() bool { return f.wrote.Load() >= f.size }
 // Reserved. It does not move the write position.
 func (f *File) WriteAt(p []byte, pos int64) error { return f.seg.WriteAt(p, pos) }
 
+// DoneWriting releases what WriteAt held to write (vfs.Segment.DoneWriting).
+func (f *File) DoneWriting() error { return f.seg.DoneWriting() }
+
 // Data is the whole mapping. The caller must hold a reference (or be the queue's writer, whose
 // file the queue never deletes) and must not write at or past Reserved.
 func (f *File) Data() []byte { return f.seg.Data() }
