@@ -188,3 +188,15 @@ func (e *FailedError) Unwrap() []error {
 	}
 	return errs
 }
+
+// futureSlab is how many futures one allocation makes.
+const futureSlab = 64
+
+// ringSize is the smallest power of two that holds a window of n futures.
+func ringSize(n int) int {
+	size := 1
+	for size < n {
+		size <<= 1
+	}
+	return size
+}

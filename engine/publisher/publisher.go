@@ -590,15 +590,3 @@ func (p *Publisher) Stats() Stats {
 	}
 	return s
 }
-
-// futureSlab is how many futures one allocation makes.
-const futureSlab = 64
-
-// ringSize is the smallest power of two that holds a window of n futures.
-func ringSize(n int) int {
-	size := 1
-	for size < n {
-		size <<= 1
-	}
-	return size
-}
