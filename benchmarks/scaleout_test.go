@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,30 +24,14 @@ import (
 const scaleOutKeys = 1000
 
 // countingSub subscribes to subject on url and closes done once it has received want messages.
-func countingSub(b *testing.B, url, subject string, want int64) (*nats.Conn, chan struct{}) {
+func countingSub(b *testing.B, url, subject string, want int64) (*nats.Conn, <-chan struct{}) {
 	b.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(nc.Close)
-	done := make(chan struct{})
-	var got atomic.Int64
-	sub, err := nc.Subscribe(subject, func(*nats.Msg) {
-		if got.Add(1) == want {
-			close(done)
-		}
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		b.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		b.Fatal(err)
-	}
-	return nc, done
+	return nc, natstest.CountTo(b, nc, subject, want)
 }
 
 // publishKeyed publishes n 128-byte messages on orders.<key> over scaleOutKeys keys and waits

@@ -89,20 +89,7 @@ func TestPartitionHandoff(t *testing.T) {
 		t.Fatalf("queue %d: A [%d, %d), B [%d, %d); want [0, %d) and [%d, %d)", moved, qa.Min, qa.Max, qb.Min, qb.Max, n1, n1, n1+n2)
 	}
 	// Every message once, in order per key, over both engines' parts of the queue.
-	seen := map[string]int{}
-	for _, s := range []*served{a, b} {
-		for _, m := range readPartitions(t, s.Engine) {
-			seen[m.id]++
-		}
-	}
-	if len(seen) != 400 {
-		t.Fatalf("%d messages stored, want 400", len(seen))
-	}
-	for id, k := range seen {
-		if k != 1 {
-			t.Fatalf("%s stored %d times", id, k)
-		}
-	}
+	checkStoredOnce(t, 400, a, b)
 
 	nc, err := nats.Connect(c.URL(2))
 	if err != nil {
@@ -268,14 +255,11 @@ func TestPartitionHandoffUnderLoad(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the publisher did not finish")
 	}
-	seen := map[string]int{}
+	seen := countStored(t, a, b)
 	var spans [][2]int64
 	for _, s := range []*served{a, b} {
 		q := ordersQueue(t, s.Engine, moved)
 		spans = append(spans, [2]int64{q.Min, q.Max})
-		for _, m := range readPartitions(t, s.Engine) {
-			seen[m.id]++
-		}
 	}
 	if len(spans) != 2 || spans[0][0] != 0 || spans[0][1] != ends["orders"] || spans[1][0] != ends["orders"] || spans[1][1] != n {
 		t.Fatalf("queue %d: A %v, B %v, ends %v; want [0, end) and [end, %d)", moved, spans[0], spans[1], ends, n)

@@ -103,20 +103,7 @@ func TestOwnershipBucket(t *testing.T) {
 	if q0, q2 := queue(engines[0]), queue(engines[2]); q2.Min != 0 || q2.Max != int64(n1) || q0.Min != int64(n1) || q0.Max != int64(count2) {
 		t.Fatalf("queue %d: e2 [%d, %d), e0 [%d, %d); want [0, %d) and [%d, %d)", moved, q2.Min, q2.Max, q0.Min, q0.Max, n1, n1, count2)
 	}
-	seen := map[string]int{}
-	for _, s := range engines {
-		for _, m := range readPartitions(t, s.Engine) {
-			seen[m.id]++
-		}
-	}
-	if len(seen) != 400 {
-		t.Fatalf("%d messages stored, want 400", len(seen))
-	}
-	for id, k := range seen {
-		if k != 1 {
-			t.Fatalf("%s stored %d times", id, k)
-		}
-	}
+	checkStoredOnce(t, 400, engines...)
 	if _, err := MovePartition(ctx, kv, moved, "e0"); err != nil {
 		t.Fatalf("a move to the owner: %v", err)
 	}

@@ -125,6 +125,32 @@ type partStored struct {
 	subj  string
 }
 
+// countStored is how often each message id is stored over the engines' partition queues.
+func countStored(t *testing.T, engines ...*served) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for _, s := range engines {
+		for _, m := range readPartitions(t, s.Engine) {
+			seen[m.id]++
+		}
+	}
+	return seen
+}
+
+// checkStoredOnce fails unless the engines hold want distinct messages, each exactly once.
+func checkStoredOnce(t *testing.T, want int, engines ...*served) {
+	t.Helper()
+	seen := countStored(t, engines...)
+	if len(seen) != want {
+		t.Fatalf("%d messages stored, want %d", len(seen), want)
+	}
+	for id, k := range seen {
+		if k != 1 {
+			t.Fatalf("%s stored %d times", id, k)
+		}
+	}
+}
+
 func readPartitions(t *testing.T, e *Engine) []partStored {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), serveTimeout)

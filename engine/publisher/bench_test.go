@@ -17,6 +17,7 @@ import (
 
 	"github.com/rocketstore/engine/engine"
 	"github.com/rocketstore/engine/engine/publisher"
+	"github.com/rocketstore/engine/internal/natstest"
 )
 
 // BenchmarkIngest: 4 publishers on their own connections send 128-byte messages over 16
@@ -270,22 +271,7 @@ func ceilingServer(b *testing.B, want int) (string, func(context.Context)) {
 	opts := engine.Options{Dir: b.TempDir(), Logger: zerolog.Nop(), CommitLogFileSize: 1 << 20}
 	// An engine that stores nothing: its server is the ceiling's, its connection our counter's.
 	srv := serve(b, opts, engine.NATSOptions{Subjects: []string{"unused.>"}, NoReadAPI: true})
-	nc := connect(b, srv.ClientURL())
-	n, all := 0, make(chan struct{})
-	sub, err := nc.Subscribe("bench.>", func(*nats.Msg) {
-		if n++; n == want {
-			close(all)
-		}
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		b.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		b.Fatal(err)
-	}
+	all := natstest.CountTo(b, connect(b, srv.ClientURL()), "bench.>", int64(want))
 	return srv.ClientURL(), func(ctx context.Context) {
 		select {
 		case <-all:
