@@ -72,7 +72,8 @@ type propBuilder struct {
 	// extra are properties appended after the message's own (a replicated record's
 	// NATS_STREAM_SEQ), already encoded; the caller sets and clears them.
 	extra []byte
-	// index is what dispatch needs of the last record built (recordindex.go).
+	// index is what dispatch needs of the last record built (recordindex.go); set only when
+	// the build succeeds.
 	index stages.RecordIndex
 }
 
@@ -93,7 +94,6 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props [
 		subject = rt.stored
 	}
 	buf := commitlog.AppendProperty(b.buf[:0], PropNatsSubject, subject)
-	b.index = stages.RecordIndex{}
 	uniqAt := len(buf) + len(commitlog.PropUniqKey) + 1 // where the UNIQ_KEY's value starts
 
 	if ids := h[nats.MsgIdHdr]; len(ids) > 0 {

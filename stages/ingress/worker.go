@@ -202,7 +202,6 @@ func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *seqHeader
 	m.Topic, m.QueueID, m.BornTimestamp = rt.topic, j.queue, born
 	m.BornHost, m.StoreHost = cfg.BornHost, cfg.StoreHost
 	m.Body, m.Properties = j.msg.Data, props
-	defer func() { m.Body, m.Properties = nil, nil }() // keep no message alive
 	need := len(m.Body) + len(m.Topic) + len(props) + recordSlack
 	var free []byte
 	if need <= stages.ArenaSize {
@@ -218,6 +217,7 @@ func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *seqHeader
 	// gets a buffer of its own from AppendRecord, after its checks, so a rejected oversized
 	// body costs no allocation.
 	rec, err := commitlog.AppendRecord(free, m, *cfg.Encode)
+	m.Body, m.Properties = nil, nil // keep no message alive
 	if err != nil {
 		return err
 	}
