@@ -183,9 +183,14 @@ func publisherMain(ctx context.Context, dec *json.Decoder, w *lineWriter, log ze
 	if first.Publish == nil {
 		return errors.New("the first line is not a publisher configuration")
 	}
+	stopProfile, err := startCPUProfile(first.Publish.CPUProfile)
+	if err != nil {
+		return err
+	}
 	res, err := Publish(ctx, *first.Publish, log, func(published, acked int64) {
 		_ = w.send(childLine{Progress: &progressLine{Published: published, Acked: acked}})
 	})
+	err = errors.Join(err, stopProfile())
 	if serr := w.send(childLine{PublishResult: &res}); serr != nil {
 		return serr
 	}

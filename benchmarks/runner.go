@@ -34,8 +34,8 @@ type Runner struct {
 	// Estimate, when set, is the expected wall time of a run (see Run.Estimate): the
 	// progress bar's time left comes from it, corrected by how long the runs so far took.
 	Estimate func(Run) time.Duration
-	// ProfileDir, when set, gets a pprof CPU profile of every run's target child, named after
-	// the run (see ProfileName).
+	// ProfileDir, when set, gets a pprof CPU profile of every run's target child and of its
+	// publisher child, named after the run (see ProfileName and PublisherProfileName).
 	ProfileDir string
 	// Stderr receives the children's logs (os.Stderr when nil).
 	Stderr io.Writer
@@ -202,6 +202,9 @@ func (r *Runner) runOne(parent context.Context, run Run, label string) (res Resu
 func (r *Runner) publish(ctx context.Context, run Run, url, label string) (PublishResult, error) {
 	var pres PublishResult
 	cfg := PublishConfig{URL: url, Load: run.Load, Fault: run.Fault, Stall: run.stall()}
+	if r.ProfileDir != "" {
+		cfg.CPUProfile = filepath.Join(r.ProfileDir, PublisherProfileName(run.ID))
+	}
 	pub, err := r.startChild(ctx, RolePublisher, parentLine{Publish: &cfg})
 	if err != nil {
 		pub.kill()
@@ -275,6 +278,9 @@ func (r *Runner) status(format string, args ...any) {
 
 // ProfileName is the file name of a run's CPU profile.
 func ProfileName(runID string) string { return fileSafe(runID) + ".cpu.pprof" }
+
+// PublisherProfileName is the file name of a run's publisher CPU profile.
+func PublisherProfileName(runID string) string { return fileSafe(runID) + ".publisher.cpu.pprof" }
 
 // fileSafe turns a run id into a file name.
 func fileSafe(id string) string {

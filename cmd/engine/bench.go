@@ -25,7 +25,7 @@ type benchCmd struct {
 	Preset        string        `help:"Runs to make: ${enum} (see benchmarks/README.md)." enum:"quick,issue3,issue8,full" default:"quick"`
 	Out           string        `help:"Write results.csv, results.md, the charts (charts/*.svg, *.png) and the profiles into this directory." type:"path" placeholder:"DIR"`
 	CSV           string        `name:"csv" help:"Also write every figure of every run as CSV to this file." type:"path" placeholder:"FILE"`
-	Profile       bool          `help:"Write a pprof CPU profile of every run's target process (the measurement only) into --out DIR/profiles."`
+	Profile       bool          `help:"Write a pprof CPU profile of every run's target process (the measurement only) and of its publisher process into --out DIR/profiles."`
 	Dir           string        `help:"Directory for the runs' scratch stores (the system's temporary directory if empty; use a real disk)." type:"path"`
 	Timeout       time.Duration `help:"Deadline of the whole invocation; runs not started by then are reported invalid (default: 15m, or twice the preset's estimate if longer)."`
 	CommitLogSize byteSize      `name:"commitlog-size" help:"CommitLog segment size of the engine targets." default:"256MiB"`
