@@ -75,6 +75,9 @@ type propBuilder struct {
 	// index is what dispatch needs of the last record built (recordindex.go); set only when
 	// the build succeeds.
 	index stages.RecordIndex
+	// seqAt is where the sequence's digits start in the last properties built, when their
+	// UNIQ_KEY is "<stream>:<seq>", and -1 otherwise (packtemplate.go); set with index.
+	seqAt int
 }
 
 // build returns the properties of m (valid until the next build) and its dedupe id (the
@@ -95,6 +98,7 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props [
 	}
 	buf := commitlog.AppendProperty(b.buf[:0], PropNatsSubject, subject)
 	uniqAt := len(buf) + len(commitlog.PropUniqKey) + 1 // where the UNIQ_KEY's value starts
+	seqAt := -1
 
 	if ids := h[nats.MsgIdHdr]; len(ids) > 0 {
 		if len(ids) > 1 {
@@ -111,6 +115,7 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props [
 		// when it needs it (worker_batched.go).
 		buf = append(buf, commitlog.PropUniqKey...)
 		buf = append(buf, commitlog.NameValueSeparator)
+		seqAt = len(buf) + len(seq.stream) + 1
 		buf = appendDerivedMsgID(buf, seq.stream, seq.seq)
 		buf = append(buf, commitlog.PropertySeparator)
 	} else {
@@ -190,5 +195,6 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props [
 	buf = append(buf, b.extra...)
 	b.buf = buf
 	b.index = recordIndex(rt, uniq, keys, tagsValue)
+	b.seqAt = seqAt
 	return buf, msgID, nil
 }

@@ -48,6 +48,7 @@ type worker struct {
 	arena *stages.Arena
 	held  []*stages.Arena
 	msg   commitlog.Message // encodeSeq's, reused
+	tmpl  packTemplate      // the pack entries' (packtemplate.go)
 }
 
 // run is the worker loop: block for one message, take what else is queued (up to MaxBatch),
@@ -187,6 +188,10 @@ func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *seqHeader
 	if rt.err != nil {
 		return rt.err
 	}
+	tmpl := templated(j, seq)
+	if tmpl && w.tmpl.holds(j.pack, rt, born) {
+		return w.fromTemplate(r, j, seq)
+	}
 	if undecodedHeaders(j.msg) {
 		return errUndecodedHeaders
 	}
@@ -202,17 +207,7 @@ func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *seqHeader
 	m.Topic, m.QueueID, m.BornTimestamp = rt.topic, j.queue, born
 	m.BornHost, m.StoreHost = cfg.BornHost, cfg.StoreHost
 	m.Body, m.Properties = j.msg.Data, props
-	need := len(m.Body) + len(m.Topic) + len(props) + recordSlack
-	var free []byte
-	if need <= stages.ArenaSize {
-		if w.arena == nil || cap(w.arena.Buf)-len(w.arena.Buf) < need {
-			if w.arena != nil {
-				w.arena.Release()
-			}
-			w.arena = stages.NewArena()
-		}
-		free = w.arena.Buf[len(w.arena.Buf):]
-	}
+	free := w.arenaTail(len(m.Body) + len(m.Topic) + len(props) + recordSlack)
 	// Encoding into the free tail of the arena writes in place; a record too big for an arena
 	// gets a buffer of its own from AppendRecord, after its checks, so a rejected oversized
 	// body costs no allocation.
@@ -221,12 +216,9 @@ func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *seqHeader
 	if err != nil {
 		return err
 	}
-	if free != nil {
-		w.arena.Buf = w.arena.Buf[:len(w.arena.Buf)+len(rec)]
-		if n := len(w.held); n == 0 || w.held[n-1] != w.arena {
-			w.arena.Hold()
-			w.held = append(w.held, w.arena)
-		}
+	w.keep(free, rec)
+	if tmpl {
+		w.tmpl.reset(j, born, seq, rec, props, &w.props, *cfg.Encode)
 	}
 	r.Bytes = rec[:len(rec):len(rec)] // capped: an append must never run into the next record
 	r.Topic, r.QueueID, r.PropCRC = rt.topic, j.queue, cfg.Encode.PropCRC
@@ -239,6 +231,35 @@ func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *seqHeader
 		}
 	}
 	return nil
+}
+
+// arenaTail is the free tail of the worker's arena, with room for need bytes (a new arena when
+// the current one has less), or nil when need is more than an arena holds.
+func (w *worker) arenaTail(need int) []byte {
+	if need > stages.ArenaSize {
+		return nil
+	}
+	if w.arena == nil || cap(w.arena.Buf)-len(w.arena.Buf) < need {
+		if w.arena != nil {
+			w.arena.Release()
+		}
+		w.arena = stages.NewArena()
+	}
+	return w.arena.Buf[len(w.arena.Buf):]
+}
+
+// keep accounts for rec, encoded into free (from arenaTail): it takes its bytes from the arena,
+// and the batch being built holds the arena. A record encoded elsewhere (free nil) owns its
+// buffer.
+func (w *worker) keep(free, rec []byte) {
+	if free == nil {
+		return
+	}
+	w.arena.Buf = w.arena.Buf[:len(w.arena.Buf)+len(rec)]
+	if n := len(w.held); n == 0 || w.held[n-1] != w.arena {
+		w.arena.Hold()
+		w.held = append(w.held, w.arena)
+	}
 }
 
 // errUndecodedHeaders: see undecodedHeaders.

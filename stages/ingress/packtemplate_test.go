@@ -1,0 +1,81 @@
+package ingress
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/stages"
+)
+
+// TestPackTemplateMatchesFullEncoding: a worker that encodes pack entries from a template
+// (packtemplate.go) gives every record the bytes, index and fields that encoding each entry in
+// full gives: across sequences that gain a digit, bodies of every size, entries with headers of
+// their own in between (encoded in full, the template kept), an entry refused for its size, a
+// new pack, a new batch time, topics with tags and without, and IPv6 hosts.
+func TestPackTemplateMatchesFullEncoding(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		t.Run(fmt.Sprint("v6=", v6), func(t *testing.T) {
+			in := &Ingress{cfg: Config{Encode: &commitlog.EncodeOptions{PropCRC: true, MaxBodySize: 1000}}}
+			in.cfg.StoreHost = netip.MustParseAddrPort("10.0.0.2:10911")
+			if v6 {
+				in.cfg.StoreHost = netip.MustParseAddrPort("[2001:db8::2]:10911")
+			}
+			templ := &worker{in: in, props: *testBuilder()}
+			full := &worker{in: in, props: *testBuilder()}
+			r := testRouter(1) // "orders.eu.fast" has TAGS fast
+			used := 0
+
+			entries := []packEntry{{data: "a"}, {data: ""}, {data: strings.Repeat("b", 300)}}
+			entries = append(entries, packEntry{hdr: "NATS/1.0\r\nNats-Msg-Id: own\r\n\r\n", data: "own id"})
+			entries = append(entries, packEntry{data: strings.Repeat("c", 1001)}) // too large
+			for range 12 {
+				entries = append(entries, packEntry{data: "d"})
+			}
+			for p, c := range []struct {
+				subject string
+				first   uint64
+				born    int64
+			}{
+				{"orders.eu", 95, 1000}, // 95 ... 111: two digits, then three
+				{"orders.eu", 95, 1000}, // the same again, but a new pack
+				{"orders.eu", 95, 2000}, // a new batch time
+				{"orders.eu.fast", 999_999_990, 2000},
+			} {
+				sh := seqHeader{stream: "S1", seq: c.first, acked: c.first - 1}
+				msgs, seqs, err := splitPack(appendPack(nil, entries...), len(entries), c.first, c.subject, "ack.S1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				pk := &packInfo{seqHeader: sh}
+				rt := r.route(c.subject)
+				for i := range msgs {
+					j := &job{msg: &msgs[i], route: rt, queue: int32(i % 4), pack: pk, seq: seqs[i]}
+					s := pk.entrySeq(seqs[i])
+					if templated(j, &s) && templ.tmpl.holds(pk, rt, c.born) {
+						used++
+					}
+					var got, want stages.Record
+					gotErr := templ.encodeInto(&got, j, c.born, &s)
+					full.tmpl = packTemplate{} // never a template: every entry in full
+					wantErr := full.encodeInto(&want, j, c.born, &s)
+					if (gotErr == nil) != (wantErr == nil) || (wantErr != nil && !errors.Is(gotErr, commitlog.ErrBodyTooLarge)) {
+						t.Fatalf("pack %d entry %d: template err %v, full err %v", p, i, gotErr, wantErr)
+					}
+					if !bytes.Equal(got.Bytes, want.Bytes) || got.Index != want.Index || got.Topic != want.Topic ||
+						got.QueueID != want.QueueID || got.MsgID != want.MsgID || got.Reply != want.Reply || got.PropCRC != want.PropCRC {
+						t.Fatalf("pack %d entry %d (seq %d):\n template %+v\n full     %+v", p, i, seqs[i], got, want)
+					}
+				}
+			}
+			// Each pack's first entry is encoded in full, and so is the one with headers.
+			if want := 4 * (len(entries) - 2); used != want {
+				t.Fatalf("%d entries from a template, want %d", used, want)
+			}
+		})
+	}
+}
