@@ -153,10 +153,20 @@ type batchedHarness struct {
 }
 
 func newBatchedHarness(t *testing.T, bc BatchedConfig) *batchedHarness {
+	return newBatchedHarnessWith(t, bc, nil)
+}
+
+// newBatchedHarnessWith is newBatchedHarness with more of the ingress configuration set by cfg.
+func newBatchedHarnessWith(t *testing.T, bc BatchedConfig, cfg func(*Config)) *batchedHarness {
 	b := &batchedHarness{now: time.Unix(1_700_000_000, 0), tick: make(chan time.Time)}
 	bc.Clock = b.clock
 	bc.ExpireTick = b.tick
-	b.harness = newHarness(t, harnessOpts{cfg: func(c *Config) { c.Batched = &bc }})
+	b.harness = newHarness(t, harnessOpts{cfg: func(c *Config) {
+		c.Batched = &bc
+		if cfg != nil {
+			cfg(c)
+		}
+	}})
 	b.inbox = b.pub.NewInbox()
 	var err error
 	if b.acks, err = b.pub.SubscribeSync(b.inbox + ".>"); err != nil {

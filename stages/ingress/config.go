@@ -71,8 +71,10 @@ type Config struct {
 
 	// Workers encode in parallel; default GOMAXPROCS.
 	Workers int
-	// WorkerQueue is the capacity of each worker's channel, in messages. Memory bound: at most
-	// Workers × WorkerQueue messages wait between the callbacks and the workers. Default 1024.
+	// WorkerQueue is the capacity of each worker's channel, in jobs: a message, or a run of at
+	// most MaxBatch entries of one pack. Memory bound: at most Workers × WorkerQueue jobs wait
+	// between the callbacks and the workers (a run's bytes are its pack's, one NATS message).
+	// Default 1024.
 	WorkerQueue int
 	// MaxBatch bounds the records of one batch sent to Out; default 256. Memory bound: a full Out
 	// holds at most cap(Out) × MaxBatch records.

@@ -108,7 +108,8 @@
 // Drops are counted (Stats.Dropped, from Subscription.Dropped) and logged at most once per
 // Config.LogInterval with the count since the last line, never once per message and never
 // silently. The memory ingress holds is bounded by, per subscription, the pending limits; per
-// worker, WorkerQueue messages; and MaxBatch records per batch on Out.
+// worker, WorkerQueue jobs (a message, or a run of at most MaxBatch entries of one pack); and
+// MaxBatch records per batch on Out.
 //
 // # Stopping
 //

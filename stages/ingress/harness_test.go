@@ -72,6 +72,7 @@ type fakeAppender struct {
 	mu       sync.Mutex
 	records  []appended
 	batches  int
+	largest  int // records in the largest batch
 	next     map[string]int64
 	seen     map[string]stages.Record
 	phys     int64
@@ -97,6 +98,7 @@ func (a *fakeAppender) run() {
 	for b := range a.in {
 		a.mu.Lock()
 		a.batches++
+		a.largest = max(a.largest, len(b.Records))
 		for i := range b.Records {
 			r := &b.Records[i]
 			if r.Err != nil {

@@ -307,15 +307,37 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 		in.reject(m, in.notOwned(int(rt.partition), rt.stored))
 		return
 	}
-	pk := &packInfo{seqHeader: sh, recv: in.tracker.recv.set(sh.stream)}
-	for i := range entries {
-		e := &entries[i]
-		q := in.router.queue(e, rt)
+	pk := &packInfo{seqHeader: sh, recv: in.tracker.recv.set(sh.stream), entries: entries}
+	// The entries without a queue key all go to one queue, the topic's next (as Kafka's sticky
+	// partitioner sends a whole batch to one partition): a pack is then a run for one worker,
+	// one channel operation instead of one per entry. Runs are cut at MaxBatch entries, a
+	// batch's worth, which bounds what one inbox slot holds.
+	sticky := int32(-1)
+	queueOf := func(e *nats.Msg) int32 {
+		if q, ok := in.router.keyedQueue(e, rt); ok {
+			return q
+		}
+		if sticky < 0 {
+			sticky = in.router.nextQueue(rt)
+		}
+		return sticky
+	}
+	q := queueOf(&entries[0]) // each entry's queue is asked for once, in order
+	for i := 0; i < len(entries); {
+		end, next := i+1, int32(0)
+		for end < len(entries) {
+			next = queueOf(&entries[end])
+			if next != q || end-i == in.cfg.MaxBatch {
+				break
+			}
+			end++
+		}
 		w := in.workers[rt.worker(q, len(in.workers))]
-		if !in.send(w, job{msg: e, route: rt, queue: q, pack: pk, seq: seqs[i]}) {
+		if !in.send(w, job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: seqs[i], count: int32(end - i)}) {
 			// As for a batched message, no reply: the publisher resends what is not acked.
 			in.counters.aborted.Add(int64(len(entries) - i))
 			return
 		}
+		i, q = end, next
 	}
 }

@@ -42,6 +42,9 @@ type packInfo struct {
 	// recv is the stream's received set, looked up once for the whole pack rather than once
 	// per entry (received.go).
 	recv *recvSet
+	// entries are the pack's messages; entry i has sequence seq+i. Runs of them go to the
+	// workers (job.count).
+	entries []nats.Msg
 }
 
 // entrySeq is the seq header of the entry with sequence seq.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -205,5 +206,71 @@ func TestBatchedPacks(t *testing.T) {
 	}
 	if n := len(b.app.snapshot()); n != 4 {
 		t.Fatalf("%d records after a malformed pack, want 4", n)
+	}
+}
+
+// TestPackRuns: a pack goes to the workers in runs (onPack). The entries without a queue key all
+// land in one queue, the topic's next for each pack; an entry with a key lands in its key's
+// queue; runs are cut at MaxBatch entries; and every queue keeps the entries in sequence order.
+func TestPackRuns(t *testing.T) {
+	const maxBatch = 8
+	b := newBatchedHarnessWith(t, BatchedConfig{}, func(c *Config) { c.MaxBatch = maxBatch })
+	keyed := map[int]string{10: "k-a", 25: "k-b", 26: "k-a"}
+	const count = 30
+	var entries []packEntry
+	for i := range count {
+		e := packEntry{data: fmt.Sprintf("e%d", i)}
+		if k, ok := keyed[i]; ok {
+			e.hdr = "NATS/1.0\r\nRmq-Keys: " + k + "\r\n\r\n"
+		}
+		entries = append(entries, e)
+	}
+	for p, first := range []uint64{1, 1 + count} {
+		m := packMsg("orders.runs", fmt.Sprintf("R %d 0", first), fmt.Sprint(count), appendPack(nil, entries...))
+		m.Reply = b.inbox + ".R"
+		if err := b.pub.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		for a := b.next(); a.Through < first+count-1; a = b.next() {
+			if len(a.Refused) > 0 {
+				t.Fatalf("pack %d: refused %+v", p, a.Refused)
+			}
+		}
+	}
+	b.app.wait(t, 2*count)
+	sticky := map[int]int32{} // pack -> the queue of its entries without a key
+	lastSeq := map[int32]uint64{}
+	for _, r := range b.app.snapshot() {
+		id, _ := commitlog.Properties(r.rec.Properties).Get(commitlog.PropUniqKey)
+		seq, err := strconv.ParseUint(strings.TrimPrefix(string(id), "R:"), 10, 64)
+		if err != nil {
+			t.Fatalf("UNIQ_KEY %q", id)
+		}
+		p, i := int(seq-1)/count, int(seq-1)%count
+		q := r.rec.QueueID
+		if k, ok := keyed[i]; ok {
+			if want := HashQueue(k, 4); q != want {
+				t.Errorf("seq %d (key %s) in queue %d, want %d", seq, k, q, want)
+			}
+		} else if s, ok := sticky[p]; !ok {
+			sticky[p] = q
+		} else if q != s {
+			t.Errorf("seq %d without a key in queue %d; the pack's others are in %d", seq, q, s)
+		}
+		if seq <= lastSeq[q] {
+			t.Errorf("queue %d: seq %d after %d", q, seq, lastSeq[q])
+		}
+		lastSeq[q] = seq
+	}
+	if len(sticky) != 2 || sticky[1] != (sticky[0]+1)%4 {
+		t.Fatalf("the packs' queues for entries without a key: %v, want consecutive queues", sticky)
+	}
+	if n := len(b.app.snapshot()); n != 2*count {
+		t.Fatalf("%d records stored, want %d", n, 2*count)
+	}
+	b.app.mu.Lock()
+	defer b.app.mu.Unlock()
+	if b.app.largest > maxBatch+1 { // a batch may carry one marker beside its messages
+		t.Fatalf("a batch of %d records, MaxBatch %d", b.app.largest, maxBatch)
 	}
 }

@@ -102,17 +102,30 @@ func (r *router) makeRoute(subject string) *route {
 
 // queue picks the queue id of m: by its queue key when it has one, else round-robin per topic.
 func (r *router) queue(m *nats.Msg, rt *route) int32 {
+	if q, ok := r.keyedQueue(m, rt); ok {
+		return q
+	}
+	return r.nextQueue(rt)
+}
+
+// keyedQueue is the queue that m's route or queue key decides, if they decide one.
+func (r *router) keyedQueue(m *nats.Msg, rt *route) (int32, bool) {
 	if rt.err != nil {
-		return 0
+		return 0, true
 	}
 	if rt.partition >= 0 {
-		return rt.partition // the server chose it: the mapping hashed the key tokens
+		return rt.partition, true // the server chose it: the mapping hashed the key tokens
 	}
 	if vals := m.Header[r.keyHdr]; len(vals) > 0 {
 		if key := firstKey(vals[0]); key != "" {
-			return HashQueue(key, int(r.queues))
+			return HashQueue(key, int(r.queues)), true
 		}
 	}
+	return 0, false
+}
+
+// nextQueue is the topic's next queue, round-robin.
+func (r *router) nextQueue(rt *route) int32 {
 	return int32(rt.state.next.Add(1)-1) % r.queues
 }
 

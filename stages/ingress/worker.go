@@ -21,9 +21,14 @@ type job struct {
 	msg   *nats.Msg
 	route *route
 	queue int32
+	// count, for a pack entry, is how many entries from msg on (consecutive in the pack's
+	// entries, and in sequence) the job carries: a run that goes to one queue (onPack). 0 is
+	// one message.
+	count int32
 	// marker, with msg nil, is a marker request of the batched-ack tracker (tracker.go).
 	marker uint64
-	// pack is set for an entry of a pack (pack.go): msg is the entry, and seq its sequence.
+	// pack is set for an entry of a pack (pack.go): msg is the entry, and seq its sequence (the
+	// first's, for a run).
 	pack *packInfo
 	seq  uint64
 	// fence, with msg nil, is a fence (handoff.go): closed once the batch it rides in is acked.
@@ -42,6 +47,10 @@ type worker struct {
 	jobs  chan job
 	props propBuilder
 	batch []job
+	// carry is a job drain took from the inbox that did not fit in the batch it built: it
+	// starts the next one (carried says there is one).
+	carry   job
+	carried bool
 	// arena is the buffer records are encoded into (stages.Arena), and held the arenas the
 	// records of the batch being built were cut from, one reference each. A record that does
 	// not fit in an arena gets a buffer of its own.
@@ -51,14 +60,22 @@ type worker struct {
 	tmpl  packTemplate      // the pack entries' (packtemplate.go)
 }
 
-// run is the worker loop: block for one message, take what else is queued (up to MaxBatch),
-// encode, send. It returns nil after a graceful stop, ctx's error on an abort.
+// messages is how many messages j carries.
+func (j *job) messages() int { return max(int(j.count), 1) }
+
+// run is the worker loop: block for one message, take what else is queued (up to MaxBatch
+// messages), encode, send. It returns nil after a graceful stop, ctx's error on an abort.
 func (w *worker) run(ctx context.Context) error {
 	for {
+		if w.carried {
+			if err := w.process(ctx, w.drain(w.batch[:0])); err != nil {
+				return err
+			}
+			continue
+		}
 		select {
 		case j := <-w.jobs:
-			batch, _ := stages.Drain(w.jobs, append(w.batch[:0], j), w.in.cfg.MaxBatch)
-			if err := w.process(ctx, batch); err != nil {
+			if err := w.process(ctx, w.drain(append(w.batch[:0], j))); err != nil {
 				return err
 			}
 		case <-w.in.subsDone:
@@ -70,10 +87,10 @@ func (w *worker) run(ctx context.Context) error {
 }
 
 // finish sends what the channel still holds; no callback runs any more, so every pass either
-// empties the channel or takes MaxBatch messages from it.
+// empties the channel or takes at least one job from it.
 func (w *worker) finish(ctx context.Context) error {
-	for range cap(w.jobs)/w.in.cfg.MaxBatch + 2 {
-		batch, _ := stages.Drain(w.jobs, w.batch[:0], w.in.cfg.MaxBatch)
+	for range cap(w.jobs) + 2 {
+		batch := w.drain(w.batch[:0])
 		if len(batch) == 0 {
 			return nil
 		}
@@ -81,7 +98,36 @@ func (w *worker) finish(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil // unreachable: the channel held at most cap(jobs) messages
+	return nil // unreachable: every pass takes at least one of the at most cap(jobs) jobs
+}
+
+// drain appends to batch the job carried over from the last drain, if any, then the jobs queued
+// in the inbox, without waiting, as long as the batch stays within MaxBatch messages. A job that
+// would take it past that is carried over to the next batch (a run holds at most MaxBatch, see
+// onPack, so it always fits in one).
+func (w *worker) drain(batch []job) []job {
+	if w.carried {
+		batch = append(batch, w.carry)
+		w.carry, w.carried = job{}, false
+	}
+	n := 0
+	for i := range batch {
+		n += batch[i].messages()
+	}
+	for n < w.in.cfg.MaxBatch {
+		select {
+		case j := <-w.jobs:
+			if n+j.messages() > w.in.cfg.MaxBatch {
+				w.carry, w.carried = j, true
+				return batch
+			}
+			batch = append(batch, j)
+			n += j.messages()
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // process encodes jobs into one batch and sends it to Out. A message that fails validation is
@@ -101,7 +147,11 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 	}()
 	// NATS does not carry a publish time: the born timestamp is when ingress encoded the batch.
 	born := w.in.cfg.Clock().UnixMilli()
-	recs := make([]stages.Record, 0, len(jobs))
+	n := 0
+	for i := range jobs {
+		n += jobs[i].messages()
+	}
+	recs := make([]stages.Record, 0, n)
 	var (
 		metas  []seqMeta // of the batched records, allocated on the first one
 		marker uint64
@@ -109,6 +159,20 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 	)
 	for i := range jobs {
 		j := &jobs[i]
+		if j.count > 0 {
+			// A run of pack entries: each is a batched message of its own.
+			run := j.pack.entries[j.seq-j.pack.seq:][:j.count]
+			for k := range run {
+				ej := job{msg: &run[k], route: j.route, queue: j.queue, pack: j.pack, seq: j.seq + uint64(k)}
+				recs = append(recs, stages.Record{}) // built in place: within cap, so no copy moves it
+				if rec := &recs[len(recs)-1]; !w.batched(rec, &ej, born, j.pack.entrySeq(ej.seq), &metas, n) {
+					recs = recs[:len(recs)-1]
+				} else if rec.Err != nil {
+					extra++
+				}
+			}
+			continue
+		}
 		if j.msg == nil {
 			if j.fence != nil {
 				recs = append(recs, stages.Record{Err: errFence, Ctx: j.fence})
@@ -130,7 +194,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 				continue
 			}
 			recs = append(recs, stages.Record{}) // built in place: within cap, so no copy moves it
-			if rec := &recs[len(recs)-1]; !w.batched(rec, j, born, sh, &metas, len(jobs)) {
+			if rec := &recs[len(recs)-1]; !w.batched(rec, j, born, sh, &metas, n) {
 				recs = recs[:len(recs)-1]
 			} else if rec.Err != nil {
 				extra++
