@@ -13,7 +13,8 @@ const (
 	// DefaultUnitsPerFile is mappedFileSizeConsumeQueue / 20: 300,000 units, 6,000,000 bytes.
 	DefaultUnitsPerFile = 300_000
 	// DefaultReserveUnits is the disk reservation step: 1024 units, 20,480 bytes. A queue that
-	// holds one message costs one step of disk, not a whole 6 MB file.
+	// holds one message costs one step of disk, not a whole 6 MB file; a busy one reserves more
+	// at a time (segment.File.Reserve).
 	DefaultReserveUnits = 1024
 	// MinMaxMapped is the least number of queues that may stay mapped at once before idle,
 	// flushed ones are unmapped (see Options.MaxMapped and DefaultMaxMapped).

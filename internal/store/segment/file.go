@@ -37,6 +37,9 @@ type File struct {
 	base        int64
 	size        int64
 	reserveStep int64
+	// initial is what was reserved when the file was wrapped (an IndexFile's header and slot
+	// table, say): Reserve grows by what was reserved since, the part in use.
+	initial int64
 
 	wrote   atomic.Int64 // bytes of the file written so far (its write position)
 	flushed atomic.Int64 // bytes of the file known to be durable
@@ -51,7 +54,7 @@ func NewFile(seg vfs.Segment, name string, base, reserveStep int64) *File {
 }
 
 func newFile(seg vfs.Segment, name string, base, reserveStep int64) *File {
-	f := &File{seg: seg, name: name, base: base, size: seg.Size(), reserveStep: reserveStep}
+	f := &File{seg: seg, name: name, base: base, size: seg.Size(), reserveStep: reserveStep, initial: seg.Reserved()}
 	f.refs.Store(1)
 	return f
 }
@@ -95,19 +98,33 @@ func (f *File) Data() []byte { return f.seg.Data() }
 // Reserved is how many bytes from the start have disk blocks.
 func (f *File) Reserved() int64 { return f.seg.Reserved() }
 
-// Reserve makes sure [0, upTo) has disk blocks, growing the reservation in the queue's step
-// (or to the whole file when the step is 0). A full disk is an error here, never a fault on a
-// later write.
+// Reserve makes sure [0, upTo) has disk blocks, growing the reservation in the queue's step, or
+// by as much as was reserved since the file was wrapped when that is more (up to
+// maxReserveGrowth at a time), or to the whole file when the step is 0. A full disk is an error
+// here, never a fault on a later write.
+//
+// Why the growth: a reservation costs an open, a fallocate and a close, about 25 µs here; in
+// 20 KiB steps a ConsumeQueue written at a million units a second took a thousand of them a
+// second. Doubling, a busy file reserves a number of times logarithmic in its size, a quiet one
+// still takes one step, and no file holds more than about twice what it uses.
 func (f *File) Reserve(upTo int64) error {
-	if upTo <= f.seg.Reserved() {
+	reserved := f.seg.Reserved()
+	if upTo <= reserved {
 		return nil
 	}
 	target := f.size
-	if f.reserveStep > 0 {
-		target = min(f.size, (upTo+f.reserveStep-1)/f.reserveStep*f.reserveStep)
+	if step := f.reserveStep; step > 0 {
+		target = (upTo + step - 1) / step * step
+		if grown := reserved + min(reserved-f.initial, maxReserveGrowth); grown > target {
+			target = grown / step * step
+		}
+		target = min(f.size, target)
 	}
 	return f.seg.Reserve(target)
 }
+
+// maxReserveGrowth bounds how much Reserve adds at once beyond what is asked for.
+const maxReserveGrowth = 64 << 20
 
 // Acquire takes a reader's reference. It fails once the file is deleted or closed.
 func (f *File) Acquire() bool {

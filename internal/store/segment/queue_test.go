@@ -199,6 +199,8 @@ func TestPrepareNextConcurrentWithWriter(t *testing.T) {
 	}
 }
 
+// TestReserveInSteps: a file reserves a step at creation, then grows in steps or by what it has
+// reserved already, whichever is more, never past its end; a request for more than that gets it.
 func TestReserveInSteps(t *testing.T) {
 	q := openQueue(t, vfs.Default, t.TempDir(), 4096)
 	defer q.Close()
@@ -209,14 +211,16 @@ func TestReserveInSteps(t *testing.T) {
 	if f.Reserved() != 4096 {
 		t.Fatalf("reserved %d at creation", f.Reserved())
 	}
-	if err := f.Reserve(4097); err != nil {
-		t.Fatal(err)
-	}
-	if f.Reserved() != 8192 {
-		t.Fatalf("reserved %d after growing", f.Reserved())
-	}
-	if err := f.Reserve(testSize); err != nil || f.Reserved() != testSize {
-		t.Fatalf("reserve to the end: %v, %d", err, f.Reserved())
+	for _, c := range []struct{ upTo, want int64 }{
+		{4096, 4096},      // reserved already
+		{4097, 8192},      // a step (nothing was reserved since the creation's)
+		{30000, 32768},    // more than a step or what was reserved since: what is asked for
+		{32769, 61440},    // what was reserved since the creation (28 KiB), more than a step
+		{61441, testSize}, // the same, but not past the end
+	} {
+		if err := f.Reserve(c.upTo); err != nil || f.Reserved() != c.want {
+			t.Fatalf("Reserve(%d): %v, reserved %d, want %d", c.upTo, err, f.Reserved(), c.want)
+		}
 	}
 }
 
