@@ -101,7 +101,7 @@ func (b *batched) publish(ctx context.Context, subject string, body []byte) erro
 
 // onResult is the Publisher's OnResult: one call per future, as it resolves.
 func (b *batched) onResult(f *rspub.Future, _ rspub.Ack, err error) {
-	now := time.Now()
+	now := f.Answered() // when the ack came: no clock read per message here
 	var seq uint64
 	if err != nil {
 		seq = f.Seq() // before b.mu: Seq takes the Publisher's lock

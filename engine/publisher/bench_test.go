@@ -185,7 +185,7 @@ func runBatched(ctx context.Context, nc *nats.Conn, n, id int, subjects []string
 			failed.Add(1)
 			return
 		}
-		lat[a.Seq] = time.Since(f.Published()) // sequences are 1..n, in pack order
+		lat[a.Seq] = f.Answered().Sub(f.Published()) // sequences are 1..n, in pack order
 	}})
 	if err != nil {
 		return nil, err

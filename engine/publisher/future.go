@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -57,17 +58,20 @@ type Future struct {
 	p     *Publisher
 	seq   uint64
 	msgID string // the Nats-Msg-Id, "" for the default id
+	// answered is the instant it was resolved: atomic, so that OnResult callbacks and latency
+	// counters read it without the lock.
+	answered atomic.Int64
 
 	// Guarded by p.mu.
 	subject string
 	data    []byte
 	header  nats.Header // the caller's, never modified
-	sentAt  time.Time
-	retryAt time.Time // a retriable refusal: resend then
+	sentAt  instant
+	retryAt instant // a retriable refusal: resend then
 	sends   int
 	lastErr error // the last send error or refusal, for ErrNotAcked
-	// published is when Publish gave the message its sequence (after any wait for the window).
-	published time.Time
+	// published is when Publish took the message (after any wait for the window).
+	published instant
 	resolved  bool
 	ack       Ack
 	err       error
@@ -84,7 +88,12 @@ func (f *Future) Seq() uint64 {
 
 // Published is when Publish took the message: after it waited for room in the window, before
 // any wait in a pack. Latency from it to the answer is what the caller sees.
-func (f *Future) Published() time.Time { return f.published }
+func (f *Future) Published() time.Time { return f.p.timeOf(f.published) }
+
+// Answered is when the message was answered (the arrival of its ack, or its failure), the zero
+// time before. Answered().Sub(Published()) is its latency as the caller sees it; OnResult gets it
+// without reading the clock once per message.
+func (f *Future) Answered() time.Time { return f.p.timeOf(instant(f.answered.Load())) }
 
 // MsgID is the message's id (Ack.MsgID): "" until the message is sent when it has no
 // Nats-Msg-Id (its default id derives from its sequence).
@@ -141,9 +150,10 @@ func (f *Future) Wait(ctx context.Context) (Ack, error) {
 	}
 }
 
-// resolve settles f. p.mu must be held.
-func (f *Future) resolve(a Ack, err error) {
+// resolve settles f at now. p.mu must be held.
+func (f *Future) resolve(a Ack, err error, now instant) {
 	f.resolved, f.ack, f.err = true, a, err
+	f.answered.Store(int64(now))
 	f.data, f.header = nil, nil // not needed any more
 	if f.done != nil {
 		close(f.done)

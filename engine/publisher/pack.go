@@ -112,7 +112,7 @@ func checkHeader(h nats.Header) error {
 }
 
 // queueLocked sends f, a new message: into its subject's open pack, or alone. p.mu must be held.
-func (p *Publisher) queueLocked(f *Future, now time.Time) {
+func (p *Publisher) queueLocked(f *Future, now instant) {
 	if p.opts.MaxPack <= 1 {
 		p.numberLocked(f)
 		p.sendLocked(f, false, now)
@@ -193,7 +193,7 @@ func (p *Publisher) sparePacksLocked(open []*pack) {
 }
 
 // flushPacksLocked numbers and sends the open packs, oldest first. p.mu must be held.
-func (p *Publisher) flushPacksLocked(now time.Time) {
+func (p *Publisher) flushPacksLocked(now instant) {
 	if len(p.open) == 0 {
 		return
 	}
@@ -221,7 +221,7 @@ func (p *Publisher) failUnsentLocked(err error) {
 
 // sendPackLocked sends one pack, its messages numbered. p.mu must be held, and no pack may be
 // open (a pack of one goes through sendLocked, which sends the open packs first).
-func (p *Publisher) sendPackLocked(pk *pack, now time.Time) {
+func (p *Publisher) sendPackLocked(pk *pack, now instant) {
 	if len(pk.futs) == 1 {
 		p.sendLocked(pk.futs[0], false, now)
 		return
@@ -245,7 +245,7 @@ func (p *Publisher) sendPackLocked(pk *pack, now time.Time) {
 	err := p.publish(&p.msg)
 	for _, f := range pk.futs {
 		f.sends++
-		f.sentAt, f.retryAt = now, time.Time{}
+		f.sentAt, f.retryAt = now, 0
 		if err != nil {
 			f.lastErr = err
 		}
@@ -272,7 +272,7 @@ func (p *Publisher) packLoop() {
 				return
 			}
 			p.mu.Lock()
-			p.flushPacksLocked(time.Now())
+			p.flushPacksLocked(p.now())
 			p.mu.Unlock()
 		case <-p.stop:
 			return

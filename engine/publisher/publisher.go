@@ -102,6 +102,9 @@ type Publisher struct {
 	packKick   chan struct{} // capacity 1: a pack was started (its linger starts)
 	packDone   chan struct{}
 
+	// start is the zero of the publisher's clock (clock.go).
+	start time.Time
+
 	mu    sync.Mutex
 	next  uint64    // the next sequence to give out
 	floor uint64    // every sequence up to it is answered
@@ -172,7 +175,7 @@ func New(nc *nats.Conn, opts Options) (*Publisher, error) {
 		opts.Linger = DefaultLinger
 	}
 	p := &Publisher{
-		nc: nc, opts: opts, stream: opts.StreamID, ackSubject: opts.AckSubject,
+		nc: nc, opts: opts, stream: opts.StreamID, ackSubject: opts.AckSubject, start: time.Now(),
 		window: uint64(opts.Window), publish: opts.PublishMsg,
 		stop: make(chan struct{}), loopDone: make(chan struct{}), retry: make(chan struct{}, 1),
 		packKick: make(chan struct{}, 1), packDone: make(chan struct{}), packs: map[string]*pack{},
@@ -232,7 +235,7 @@ func (p *Publisher) PublishMsg(ctx context.Context, m *nats.Msg) (*Future, error
 			return nil, err
 		}
 		// The window is full: what waits in the packs goes now, its acks are what frees room.
-		p.flushPacksLocked(time.Now())
+		p.flushPacksLocked(p.now())
 		moved := p.moved
 		p.mu.Unlock()
 		select {
@@ -246,7 +249,7 @@ func (p *Publisher) PublishMsg(ctx context.Context, m *nats.Msg) (*Future, error
 		p.mu.Unlock()
 		return nil, err
 	}
-	now := time.Now()
+	now := p.now()
 	if len(p.futures) == 0 {
 		// Futures come in slabs: one allocation per futureSlab messages instead of one each.
 		// A slab stays in memory while any of its futures is referenced, a few KiB.
@@ -281,7 +284,7 @@ func (p *Publisher) refuseLocked() error {
 // The message and its header map are the publisher's, reused from send to send (nats.go encodes
 // them before PublishMsg returns): no map per message, which costs more than the message's
 // other allocations together.
-func (p *Publisher) sendLocked(f *Future, resend bool, now time.Time) {
+func (p *Publisher) sendLocked(f *Future, resend bool, now instant) {
 	p.flushPacksLocked(now) // what was published before goes first
 	h := p.header
 	clear(h)
@@ -293,7 +296,7 @@ func (p *Publisher) sendLocked(f *Future, resend bool, now time.Time) {
 	h[HeaderSeq] = p.seqValue[:]
 	p.msg = nats.Msg{Subject: f.subject, Reply: p.ackSubject, Header: h, Data: f.data}
 	f.sends++
-	f.sentAt, f.retryAt = now, time.Time{}
+	f.sentAt, f.retryAt = now, 0
 	if err := p.publish(&p.msg); err != nil {
 		f.lastErr = err
 		p.stats.SendErrors++
@@ -301,7 +304,7 @@ func (p *Publisher) sendLocked(f *Future, resend bool, now time.Time) {
 }
 
 // resendLocked sends f again, or fails it once it has been sent MaxRetries+1 times.
-func (p *Publisher) resendLocked(f *Future, cause *int64, now time.Time) {
+func (p *Publisher) resendLocked(f *Future, cause *int64, now instant) {
 	if f.sends > p.opts.MaxRetries {
 		err := fmt.Errorf("%w after %d sends", ErrNotAcked, f.sends)
 		if f.lastErr != nil {
@@ -327,12 +330,12 @@ func (p *Publisher) pendingLocked(seq uint64) *Future {
 	return f
 }
 
-func (p *Publisher) ackLocked(f *Future, a Ack) {
+func (p *Publisher) ackLocked(f *Future, a Ack, now instant) {
 	p.stats.Acked++
 	if a.Duplicate {
 		p.stats.Duplicates++
 	}
-	f.resolve(a, nil)
+	f.resolve(a, nil, now)
 	p.answered = append(p.answered, f)
 }
 
@@ -342,7 +345,7 @@ func (p *Publisher) failLocked(f *Future, err error) {
 		p.failures = append(p.failures, Failure{Seq: f.seq, MsgID: f.msgIDLocked(), Err: err})
 	}
 	p.failed++
-	f.resolve(Ack{}, err)
+	f.resolve(Ack{}, err, p.now())
 	p.answered = append(p.answered, f)
 }
 
@@ -403,7 +406,7 @@ func (p *Publisher) onAck(m *nats.Msg) {
 		// Anything else on the inbox is not ours to act on.
 	} else if p.ack.Stream == p.stream {
 		p.stats.AckMessages++
-		p.applyLocked(&p.ack, time.Now())
+		p.applyLocked(&p.ack, p.now())
 	}
 	answered := p.takeAnswered()
 	p.mu.Unlock()
@@ -412,13 +415,13 @@ func (p *Publisher) onAck(m *nats.Msg) {
 
 // applyLocked applies an ack: positions, refusals, missing sequences, the cumulative ack and a
 // stream error. p.mu must be held.
-func (p *Publisher) applyLocked(a *wireAck, now time.Time) {
+func (p *Publisher) applyLocked(a *wireAck, now instant) {
 	// Copies stored first, then duplicates: a message and a copy of it answered in one ack (a
 	// resend that overtook its original) is acked as stored, not as a duplicate.
 	for _, dup := range [2]bool{false, true} {
 		for i := range a.Stored {
 			if r := &a.Stored[i]; r.Dup == dup {
-				p.ackRunLocked(r)
+				p.ackRunLocked(r, now)
 			}
 		}
 	}
@@ -431,7 +434,7 @@ func (p *Publisher) applyLocked(a *wireAck, now time.Time) {
 			}
 			refusal := &RefusedError{Code: r.Code, Description: r.Description}
 			if refusal.retriable() && f.sends <= p.opts.MaxRetries {
-				f.lastErr, f.retryAt = refusal, now.Add(p.opts.RetryDelay)
+				f.lastErr, f.retryAt = refusal, now.after(p.opts.RetryDelay)
 				select { // the timer loop looks more often while a retry waits
 				case p.retry <- struct{}{}:
 				default:
@@ -452,7 +455,7 @@ func (p *Publisher) applyLocked(a *wireAck, now time.Time) {
 	// earlier one. A future it covers that is still open lost its position with a lost ack:
 	// resent, it is answered with its position as a duplicate.
 	for seq := p.floor + 1; seq <= a.Through && seq < p.next; seq++ {
-		if f := p.pendingLocked(seq); f != nil && f.retryAt.IsZero() {
+		if f := p.pendingLocked(seq); f != nil && f.retryAt == 0 {
 			p.resendLocked(f, &p.stats.ResentLost, now)
 		}
 	}
@@ -468,7 +471,7 @@ func (p *Publisher) applyLocked(a *wireAck, now time.Time) {
 }
 
 // ackRunLocked acks the open futures of a run of stored messages. p.mu must be held.
-func (p *Publisher) ackRunLocked(r *wireStored) {
+func (p *Publisher) ackRunLocked(r *wireStored, now instant) {
 	step := max(r.Step, 1)
 	for k := uint64(0); k < r.Count; k++ {
 		seq := r.Seq + k*step
@@ -477,7 +480,7 @@ func (p *Publisher) ackRunLocked(r *wireStored) {
 		}
 		if f := p.pendingLocked(seq); f != nil {
 			p.ackLocked(f, Ack{Seq: seq, Topic: r.Topic, QueueID: r.QueueID,
-				QueueOffset: r.QueueOffset + int64(k), Duplicate: r.Dup})
+				QueueOffset: r.QueueOffset + int64(k), Duplicate: r.Dup}, now)
 		}
 	}
 }
@@ -506,7 +509,7 @@ func (p *Publisher) breakLocked(err error) {
 // wait (its error is returned, and nothing is failed).
 func (p *Publisher) Flush(ctx context.Context) error {
 	p.mu.Lock()
-	p.flushPacksLocked(time.Now())
+	p.flushPacksLocked(p.now())
 	target := p.next - 1
 	for p.floor < target {
 		moved := p.moved

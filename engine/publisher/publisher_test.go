@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -67,6 +68,16 @@ func TestPublishSync(t *testing.T) {
 	a, err := msgs[0].future.Wait(context.Background())
 	if err != nil || a.Seq != 1 || a.MsgID != p.StreamID()+":1" || a.Duplicate {
 		t.Fatalf("first ack %+v, %v", a, err)
+	}
+	// Published and Answered bracket each message's latency, on one monotonic clock.
+	for _, m := range []int{0, n - 1} {
+		f := msgs[m].future
+		if pub, ans := f.Published(), f.Answered(); pub.IsZero() || ans.Before(pub) || time.Since(ans) < 0 {
+			t.Fatalf("message %d: published %v, answered %v", m, pub, ans)
+		}
+	}
+	if first, last := msgs[0].future.Published(), msgs[n-1].future.Published(); last.Before(first) {
+		t.Fatalf("the last message was published at %v, before the first (%v)", last, first)
 	}
 	checkExactlyOnce(t, s.Engine, msgs)
 }

@@ -14,7 +14,7 @@ func (p *Publisher) timerLoop() {
 	for {
 		select {
 		case <-timer.C:
-			if p.checkTimers(time.Now()) {
+			if p.checkTimers(p.now()) {
 				timer.Reset(fast)
 			} else {
 				timer.Reset(slow)
@@ -34,20 +34,20 @@ func (p *Publisher) timerLoop() {
 }
 
 // checkTimers resends what is due, and says whether a retry is still waiting.
-func (p *Publisher) checkTimers(now time.Time) (retrying bool) {
+func (p *Publisher) checkTimers(now instant) (retrying bool) {
 	p.mu.Lock()
 	for seq := p.floor + 1; seq < p.next; seq++ {
 		f := p.pendingLocked(seq)
 		switch {
 		case f == nil:
 		case f.sends == 0: // in the pack being filled: packLoop sends it
-		case !f.retryAt.IsZero():
-			if now.Before(f.retryAt) {
+		case f.retryAt != 0:
+			if now < f.retryAt {
 				retrying = true
 			} else {
 				p.resendLocked(f, &p.stats.ResentRefused, now)
 			}
-		case now.Sub(f.sentAt) >= p.opts.AckTimeout:
+		case f.sentAt.since(now) >= p.opts.AckTimeout:
 			p.resendLocked(f, &p.stats.ResentTimeout, now)
 		}
 	}
