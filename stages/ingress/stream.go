@@ -41,6 +41,10 @@ type stream struct {
 	// whether new missing sequences were decided.
 	runs       []storedRun
 	open       map[runKey]int // runs[open[k]] is the run that may grow for k
+	// lastRun is the run addRun last grew or opened (-1: none since the last ack), tried before
+	// open: a pack's entries come one after another to one queue, and a map lookup per message
+	// was 3% of the engine.
+	lastRun int
 	refusals   []refusedRun
 	decidedNew bool
 
@@ -81,7 +85,7 @@ func (r *refusedRun) extends(seq uint64, code int, desc string) bool {
 
 func newStream(id, ackTo string, floor uint64, maxAhead int) *stream {
 	s := &stream{id: id, ackTo: ackTo, through: floor, maxSeen: floor, decided: floor, reported: floor,
-		sentThrough: floor, open: make(map[runKey]int)}
+		sentThrough: floor, open: make(map[runKey]int), lastRun: -1}
 	s.seen = seqSet{base: floor &^ 63, max: maxAhead}
 	return s
 }
@@ -114,23 +118,39 @@ func (s *stream) stored(seq uint64, topic string, queueID int32, queueOffset int
 }
 
 func (s *stream) addRun(seq uint64, topic string, queueID int32, queueOffset int64, dup bool) {
-	k := runKey{topic, queueID, dup}
-	if i, ok := s.open[k]; ok {
-		r := &s.runs[i]
-		if queueOffset == r.queueOffset+int64(r.count) {
-			switch {
-			case r.count == 1 && seq > r.seq:
-				r.step, r.count = seq-r.seq, 2
-				return
-			case r.count > 1 && seq == r.seq+r.count*r.step:
-				r.count++
-				return
-			}
+	// The last run touched is the open one of its key: any later run of that key would have
+	// been touched since.
+	if i := s.lastRun; i >= 0 {
+		if r := &s.runs[i]; r.queueID == queueID && r.dup == dup && r.topic == topic && r.grow(seq, queueOffset) {
+			return
 		}
 	}
+	k := runKey{topic, queueID, dup}
+	if i, ok := s.open[k]; ok && s.runs[i].grow(seq, queueOffset) {
+		s.lastRun = i
+		return
+	}
 	s.open[k] = len(s.runs)
+	s.lastRun = len(s.runs)
 	s.runs = append(s.runs, storedRun{topic: topic, queueID: queueID, queueOffset: queueOffset,
 		seq: seq, step: 1, count: 1, dup: dup})
+}
+
+// grow adds the message seq, stored at queueOffset, to r if it continues r: the next queue
+// offset, and the next sequence at r's step (any later one sets the step of a run of one).
+func (r *storedRun) grow(seq uint64, queueOffset int64) bool {
+	if queueOffset != r.queueOffset+int64(r.count) {
+		return false
+	}
+	switch {
+	case r.count == 1 && seq > r.seq:
+		r.step, r.count = seq-r.seq, 2
+		return true
+	case r.count > 1 && seq == r.seq+r.count*r.step:
+		r.count++
+		return true
+	}
+	return false
 }
 
 // refuse records that seq was not stored, with the reply code and the reason.
@@ -201,6 +221,7 @@ func (s *stream) sent() {
 	clear(s.runs)
 	s.runs = s.runs[:0]
 	clear(s.open)
+	s.lastRun = -1
 	clear(s.refusals)
 	s.refusals = s.refusals[:0]
 	s.decidedNew = false
