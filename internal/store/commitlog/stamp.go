@@ -45,12 +45,18 @@ func putPropCRC(dst []byte, crc int32) {
 	copy(dst, propCRCEntryPrefix)
 	d := dst[len(propCRCEntryPrefix) : len(propCRCEntryPrefix)+10]
 	u := uint32(crc) // masked: never negative
-	for i := range d {
-		d[i] = '0' + byte(u%10)
-		u /= 10
+	for i := 0; i < 10; i += 2 { // two digits at a time: half the divisions, once per record
+		pair := u % 100
+		u /= 100
+		d[i], d[i+1] = digitPairs[2*pair+1], digitPairs[2*pair]
 	}
 	dst[PropCRCLen-1] = PropertySeparator
 }
+
+// digitPairs holds "00" to "99".
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+	"8081828384858687888990919293949596979899"
 
 // propCRCValue parses the digits of a __CRC32# entry (least-significant first). ok is false if a
 // digit is not '0'..'9'.
