@@ -49,6 +49,9 @@ type Batch struct {
 	Durable bool
 	// Arenas are the buffers the records' Bytes were cut from, one reference each (Arena).
 	Arenas []*Arena
+	// Owner is the producer's, for taking the batch's memory back once it is done with (the
+	// stages never touch it).
+	Owner any
 }
 
 // ReleaseBytes is called by the appender once every record is copied into the log: it releases

@@ -74,7 +74,9 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 		rp.doneMany(ds)
 	}
 	if tracked {
-		in.tracker.offer(b)
+		in.tracker.offer(b) // the tracker recycles it
+	} else {
+		in.recycle(b)
 	}
 }
 

@@ -65,6 +65,8 @@ type Ingress struct {
 	// tracker answers batched-ack streams (tracker.go), when Config.Batched is set. It outlives
 	// Run: it runs until CloseAcks, because the ack stage calls Done after Run has returned.
 	tracker *tracker
+	// freeBatches holds the memory of batches done with, for the workers to reuse (batchmem.go).
+	freeBatches chan *batchMem
 }
 
 // New checks cfg and builds an Ingress; Run starts it.
@@ -86,6 +88,8 @@ func New(cfg Config) (*Ingress, error) {
 		subsDone:  make(chan struct{}),
 		slow:      make(chan struct{}, 1),
 		quit:      make(chan struct{}),
+
+		freeBatches: make(chan *batchMem, maxFreeBatches),
 	}
 	in.drops.in = in
 	in.done = in.ackBatch

@@ -39,12 +39,12 @@ type stream struct {
 
 	// The next ack: positions of what was stored since the last one, in runs; refusals; and
 	// whether new missing sequences were decided.
-	runs       []storedRun
-	open       map[runKey]int // runs[open[k]] is the run that may grow for k
+	runs []storedRun
+	open map[runKey]int // runs[open[k]] is the run that may grow for k
 	// lastRun is the run addRun last grew or opened (-1: none since the last ack), tried before
 	// open: a pack's entries come one after another to one queue, and a map lookup per message
 	// was 3% of the engine.
-	lastRun int
+	lastRun    int
 	refusals   []refusedRun
 	decidedNew bool
 

@@ -97,6 +97,7 @@ func (t *tracker) offer(b *stages.Batch) {
 	select {
 	case t.batches <- b:
 	default:
+		t.in.recycle(b)
 		t.counters.overflow.Add(1)
 		if ok, held := t.in.failLog.allow(time.Now()); ok {
 			t.in.log.Warn().Int("queue", cap(t.batches)).Int64("more", held).
@@ -160,6 +161,7 @@ func (t *tracker) round(first *stages.Batch) {
 	t.pending, _ = stages.Drain(t.batches, append(t.pending[:0], first), cap(t.batches))
 	for _, b := range t.pending {
 		t.handle(b)
+		t.in.recycle(b)
 	}
 	clear(t.pending)
 	t.endRound()

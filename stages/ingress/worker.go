@@ -3,7 +3,6 @@ package ingress
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/nats-io/nats.go"
 
@@ -151,9 +150,9 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 	for i := range jobs {
 		n += jobs[i].messages()
 	}
-	recs := make([]stages.Record, 0, n)
+	mem := w.in.batchMem(n)
+	recs, metas := mem.recs, mem.metas // metas: a capacity of n, so that pointers into it hold
 	var (
-		metas  []seqMeta // of the batched records, allocated on the first one
 		marker uint64
 		extra  int // records that are not messages to store (markers, batched refusals)
 	)
@@ -212,12 +211,16 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 		recs = append(recs, stages.Record{Err: errMarker, Ctx: &markerMeta{worker: w.id, epoch: marker}})
 		extra++
 	}
+	mem.recs, mem.metas = recs, metas // grown, maybe
 	if len(recs) == 0 {
+		w.in.recycle(&stages.Batch{Owner: mem})
 		return nil
 	}
 	// A JetStream message is acked to its stream only once durable here, whatever the flush mode.
-	b := &stages.Batch{Records: recs, Done: w.in.done, Durable: w.in.js != nil || w.in.repl != nil,
-		Arenas: slices.Clone(w.held)}
+	mem.arenas = append(mem.arenas[:0], w.held...)
+	b := &mem.batch
+	*b = stages.Batch{Records: recs, Done: w.in.done, Durable: w.in.js != nil || w.in.repl != nil,
+		Arenas: mem.arenas, Owner: mem}
 	select {
 	case w.in.cfg.Out <- b:
 		w.in.counters.encoded.Add(int64(len(recs) - extra))

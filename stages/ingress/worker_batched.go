@@ -99,10 +99,10 @@ func (w *worker) seqHeader(j *job) (sh seqHeader, isBatched, ok bool) {
 	return sh, true, true
 }
 
-// newMeta appends a seqMeta to the batch's metas (allocated once, with capacity n, so that the
-// pointers into it stay valid) and returns it.
+// newMeta appends a seqMeta to the batch's metas (with a capacity of at least n, the batch's
+// messages, so that the pointers into it stay valid) and returns it.
 func newMeta(metas *[]seqMeta, n int, sh seqHeader, ackTo string) *seqMeta {
-	if *metas == nil {
+	if cap(*metas) < n {
 		*metas = make([]seqMeta, 0, n)
 	}
 	*metas = append(*metas, seqMeta{seqHeader: sh, ackTo: ackTo})
