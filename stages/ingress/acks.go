@@ -1,7 +1,6 @@
 package ingress
 
 import (
-	"errors"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -28,8 +27,7 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 		case *seqMeta:
 			// A batched-ack stream's: the tracker answers it (tracker.go).
 			tracked = true
-			var before *storedBefore
-			if r.Err != nil && !c.rejected && !errors.As(r.Err, &before) {
+			if r.Err != nil && !c.rejected && !isStoredBefore(r.Err) {
 				in.counters.failed[codeIndex(ReplyCode(r.Err))].Add(1)
 			}
 			continue

@@ -230,6 +230,13 @@ type storedBefore struct {
 	at StoredAt
 }
 
+// isStoredBefore says whether err is a storedBefore. (errors.As's target escapes to the heap:
+// asked only for a record that has an error.)
+func isStoredBefore(err error) bool {
+	var before *storedBefore
+	return errors.As(err, &before)
+}
+
 func (e *storedBefore) Error() string {
 	return fmt.Sprintf("ingress: already stored at queue %d offset %d", e.at.QueueID, e.at.QueueOffset)
 }

@@ -179,11 +179,15 @@ func (t *tracker) handle(b *stages.Batch) {
 			}
 		case *seqMeta:
 			s := t.streamFor(m)
-			var before *storedBefore
-			switch {
-			case r.Err == nil:
+			if r.Err == nil {
 				s.stored(m.seq, r.Topic, r.QueueID, r.QueueOffset, r.Duplicate)
 				t.counters.acked.Add(1)
+				continue
+			}
+			// Only here: errors.As's target escapes, a heap allocation that every record paid
+			// while it was declared above (4% of the engine).
+			var before *storedBefore
+			switch {
 			case errors.As(r.Err, &before):
 				s.stored(m.seq, r.Topic, before.at.QueueID, before.at.QueueOffset, true)
 				t.counters.acked.Add(1)
