@@ -1,6 +1,10 @@
 package ingress
 
-import "github.com/rocketstore/engine/stages"
+import (
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/stages"
+)
 
 // batchMem is the memory a worker builds a batch in: the Batch, its records, the metas of its
 // batched records and its arena list. It is reused once the batch is done with (by the tracker,
@@ -17,6 +21,13 @@ type batchMem struct {
 // maxFreeBatches bounds the batches kept for reuse: those in flight between the workers and the
 // tracker come back; more than that would only hold memory.
 const maxFreeBatches = 256
+
+// The bounds of the free list of pack entries: a publisher's packs hold up to 256 messages by
+// default (publisher.DefaultMaxPack).
+const (
+	maxFreeEntries     = 64
+	maxRecycledEntries = 1024
+)
 
 // batchMem returns a batchMem for n records: a free one, or a new one.
 func (in *Ingress) batchMem(n int) *batchMem {
@@ -49,6 +60,42 @@ func (in *Ingress) recycle(b *stages.Batch) {
 	m.batch = stages.Batch{}
 	select {
 	case in.freeBatches <- m:
+	default:
+	}
+}
+
+// packEntries returns a free slice for a pack's entries (length 0; splitPackInto sizes it), or
+// nil.
+func (in *Ingress) packEntries() []nats.Msg {
+	select {
+	case e := <-in.freeEntries:
+		return e
+	default:
+		return nil
+	}
+}
+
+// packDone says that n more entries of pk are done with (encoded, or never to be): when none is
+// left, the entries' memory is reused for another pack. A pack's entries were 110 bytes of
+// garbage per message.
+func (in *Ingress) packDone(pk *packInfo, n int) {
+	if pk.pending.Add(-int64(n)) == 0 {
+		in.recycleEntries(pk.entries)
+		pk.entries = nil
+	}
+}
+
+// recycleEntries gives a pack's entry slice back for reuse, cleared so that it keeps no message
+// alive. Slices of more than maxRecycledEntries are left to the collector: the free list then
+// holds at most maxFreeEntries × maxRecycledEntries entries (about 7 MiB).
+func (in *Ingress) recycleEntries(e []nats.Msg) {
+	if cap(e) == 0 || cap(e) > maxRecycledEntries {
+		return
+	}
+	e = e[:cap(e)]
+	clear(e)
+	select {
+	case in.freeEntries <- e[:0]:
 	default:
 	}
 }

@@ -3,6 +3,8 @@ package ingress
 import (
 	"testing"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -36,5 +38,42 @@ func TestBatchMemReuse(t *testing.T) {
 	}
 	if n := len(in.freeBatches); n != cap(in.freeBatches) {
 		t.Fatalf("%d free batches kept, bound %d", n, cap(in.freeBatches))
+	}
+}
+
+// TestPackEntriesReuse: a pack's entries are reused once every run of it is done with, cleared;
+// not before; and slices too large to keep are left to the collector.
+func TestPackEntriesReuse(t *testing.T) {
+	in := &Ingress{freeEntries: make(chan []nats.Msg, 2)}
+	entries, err := splitPackInto(in.packEntries(), appendPack(nil, packEntry{data: "a"},
+		packEntry{hdr: "NATS/1.0\r\nK: v\r\n\r\n", data: "b"}, packEntry{data: "c"}), 3, "s", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk := &packInfo{entries: entries}
+	pk.pending.Store(3)
+	in.packDone(pk, 2) // one run of two entries
+	if len(in.freeEntries) != 0 || pk.entries == nil {
+		t.Fatal("the entries were released while a run of the pack was still out")
+	}
+	in.packDone(pk, 1)
+	if len(in.freeEntries) != 1 || pk.entries != nil {
+		t.Fatal("the entries were not released when the last run was done")
+	}
+	again := in.packEntries()
+	if cap(again) < 3 || len(again) != 0 {
+		t.Fatalf("reused entries: len %d cap %d", len(again), cap(again))
+	}
+	if e := again[:3]; e[1].Header != nil || e[0].Subject != "" || e[2].Data != nil {
+		t.Fatalf("reused entries still hold messages: %+v", e)
+	}
+	// Reused memory splits like new memory: the entry without headers has none.
+	reused, err := splitPackInto(again, appendPack(nil, packEntry{data: "x"}, packEntry{data: "y"}), 2, "s", "r")
+	if err != nil || reused[1].Header != nil || string(reused[1].Data) != "y" {
+		t.Fatalf("split into reused memory: %+v, %v", reused, err)
+	}
+	in.recycleEntries(make([]nats.Msg, 0, maxRecycledEntries+1))
+	if len(in.freeEntries) != 0 {
+		t.Fatal("an oversized entry slice was kept")
 	}
 }

@@ -67,6 +67,8 @@ type Ingress struct {
 	tracker *tracker
 	// freeBatches holds the memory of batches done with, for the workers to reuse (batchmem.go).
 	freeBatches chan *batchMem
+	// freeEntries holds the entry slices of packs done with, for onPack to reuse (batchmem.go).
+	freeEntries chan []nats.Msg
 }
 
 // New checks cfg and builds an Ingress; Run starts it.
@@ -90,6 +92,7 @@ func New(cfg Config) (*Ingress, error) {
 		quit:      make(chan struct{}),
 
 		freeBatches: make(chan *batchMem, maxFreeBatches),
+		freeEntries: make(chan []nats.Msg, maxFreeEntries),
 	}
 	in.drops.in = in
 	in.done = in.ackBatch
@@ -293,14 +296,12 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 	if err == nil && in.tracker == nil {
 		err = ErrBatchedOff
 	}
-	var (
-		entries []nats.Msg
-		seqs    []uint64
-	)
+	var entries []nats.Msg
 	if err == nil {
-		entries, seqs, err = decodePack(m, countVals, sh)
+		entries, err = decodePackInto(in.packEntries(), m, countVals, sh)
 	}
 	if err != nil {
+		in.recycleEntries(entries)
 		in.reject(m, err)
 		return
 	}
@@ -308,10 +309,12 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 	in.tracker.counters.packs.Add(1)
 	rt := in.router.route(m.Subject)
 	if rt.partition >= 0 && !in.cfg.Partitions.owns(int(rt.partition)) {
+		in.recycleEntries(entries)
 		in.reject(m, in.notOwned(int(rt.partition), rt.stored))
 		return
 	}
 	pk := &packInfo{seqHeader: sh, recv: in.tracker.recv.set(sh.stream), entries: entries}
+	pk.pending.Store(int64(len(entries)))
 	// The entries without a queue key all go to one queue, the topic's next (as Kafka's sticky
 	// partitioner sends a whole batch to one partition): a pack is then a run for one worker,
 	// one channel operation instead of one per entry. Runs are cut at MaxBatch entries, a
@@ -337,9 +340,10 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 			end++
 		}
 		w := in.workers[rt.worker(q, len(in.workers))]
-		if !in.send(w, job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: seqs[i], count: int32(end - i)}) {
+		if !in.send(w, job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.seq + uint64(i), count: int32(end - i)}) {
 			// As for a batched message, no reply: the publisher resends what is not acked.
 			in.counters.aborted.Add(int64(len(entries) - i))
+			in.packDone(pk, len(entries)-i)
 			return
 		}
 		i, q = end, next

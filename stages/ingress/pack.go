@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 )
@@ -45,6 +46,9 @@ type packInfo struct {
 	// entries are the pack's messages; entry i has sequence seq+i. Runs of them go to the
 	// workers (job.count).
 	entries []nats.Msg
+	// pending counts the entries no worker is done with yet; at 0 the entries' memory is
+	// reused (Ingress.packDone).
+	pending atomic.Int64
 }
 
 // entrySeq is the seq header of the entry with sequence seq.
@@ -57,19 +61,38 @@ func (p *packInfo) entrySeq(seq uint64) seqHeader {
 // decodePack checks a pack's headers and splits its body into messages, one per entry, with the
 // pack's subject and reply subject, and their sequences. sh is the pack's parsed Rs-Seq.
 func decodePack(m *nats.Msg, countVals []string, sh seqHeader) ([]nats.Msg, []uint64, error) {
+	msgs, err := decodePackInto(nil, m, countVals, sh)
+	if err != nil {
+		return nil, nil, err
+	}
+	return msgs, packSeqs(sh.seq, len(msgs)), nil
+}
+
+// packSeqs are the sequences of a pack's count entries from first.
+func packSeqs(first uint64, count int) []uint64 {
+	seqs := make([]uint64, count)
+	for i := range seqs {
+		seqs[i] = first + uint64(i)
+	}
+	return seqs
+}
+
+// decodePackInto is decodePack splitting into dst's memory (see splitPackInto); entry i has
+// sequence sh.seq+i.
+func decodePackInto(dst []nats.Msg, m *nats.Msg, countVals []string, sh seqHeader) ([]nats.Msg, error) {
 	if len(countVals) != 1 {
-		return nil, nil, fmt.Errorf("%w: %s has %d values; a pack has one", ErrInvalidHeader, HeaderPack, len(countVals))
+		return nil, fmt.Errorf("%w: %s has %d values; a pack has one", ErrInvalidHeader, HeaderPack, len(countVals))
 	}
 	count, err := strconv.ParseUint(countVals[0], 10, 32)
 	if err != nil || count == 0 || count > MaxPackEntries || countVals[0][0] == '+' {
-		return nil, nil, fmt.Errorf("%w: %s %.40q: want a count from 1 to %d", ErrInvalidHeader, HeaderPack,
+		return nil, fmt.Errorf("%w: %s %.40q: want a count from 1 to %d", ErrInvalidHeader, HeaderPack,
 			countVals[0], MaxPackEntries)
 	}
 	if sh.seq > maxSeq-(count-1) {
-		return nil, nil, fmt.Errorf("%w: %s: %d entries from sequence %d run past 2^63-1", ErrInvalidHeader,
+		return nil, fmt.Errorf("%w: %s: %d entries from sequence %d run past 2^63-1", ErrInvalidHeader,
 			HeaderPack, count, sh.seq)
 	}
-	return splitPack(m.Data, int(count), sh.seq, m.Subject, m.Reply)
+	return splitPackInto(dst, m.Data, int(count), m.Subject, m.Reply)
 }
 
 // maxSeq is the largest sequence number.
@@ -78,25 +101,37 @@ const maxSeq = 1<<63 - 1
 // splitPack decodes count entries from body, of sequences first, first+1...: exactly count, with
 // nothing after them.
 func splitPack(body []byte, count int, first uint64, subject, reply string) ([]nats.Msg, []uint64, error) {
+	msgs, err := splitPackInto(nil, body, count, subject, reply)
+	if err != nil {
+		return nil, nil, err
+	}
+	return msgs, packSeqs(first, count), nil
+}
+
+// splitPackInto is splitPack into dst's memory when it has room for count entries (dst's
+// entries must be zero), else into new memory; entry i has the pack's sequence + i.
+func splitPackInto(dst []nats.Msg, body []byte, count int, subject, reply string) ([]nats.Msg, error) {
 	// Every entry takes at least 2 bytes: a count the body cannot hold is refused before the
 	// allocations it would size.
 	if count > len(body)/2 {
-		return nil, nil, fmt.Errorf("%w: %s: %d entries cannot fit in %d bytes", ErrInvalidHeader, HeaderPack, count, len(body))
+		return nil, fmt.Errorf("%w: %s: %d entries cannot fit in %d bytes", ErrInvalidHeader, HeaderPack, count, len(body))
 	}
-	msgs := make([]nats.Msg, count)
-	seqs := make([]uint64, count)
+	msgs := dst[:0]
+	if cap(msgs) < count {
+		msgs = make([]nats.Msg, count)
+	}
+	msgs = msgs[:count]
 	rest := body
 	for i := range msgs {
 		hdr, r, err := packField(rest)
 		if err != nil {
-			return nil, nil, packError(i, "header block", err)
+			return nil, packError(i, "header block", err)
 		}
 		data, r, err := packField(r)
 		if err != nil {
-			return nil, nil, packError(i, "data", err)
+			return nil, packError(i, "data", err)
 		}
 		rest = r
-		seqs[i] = first + uint64(i)
 		e := &msgs[i]
 		e.Subject, e.Reply = subject, reply
 		if len(data) > 0 {
@@ -107,17 +142,17 @@ func splitPack(body []byte, count int, first uint64, subject, reply string) ([]n
 		}
 		h, err := nats.DecodeHeadersMsg(hdr)
 		if err != nil {
-			return nil, nil, packError(i, "header block", err)
+			return nil, packError(i, "header block", err)
 		}
 		if h[HeaderSeq] != nil || h[HeaderPack] != nil {
-			return nil, nil, packError(i, "header block", fmt.Errorf("an entry must not carry %s or %s", HeaderSeq, HeaderPack))
+			return nil, packError(i, "header block", fmt.Errorf("an entry must not carry %s or %s", HeaderSeq, HeaderPack))
 		}
 		e.Header = h
 	}
 	if len(rest) != 0 {
-		return nil, nil, fmt.Errorf("%w: %s: %d bytes after the last of %d entries", ErrInvalidHeader, HeaderPack, len(rest), count)
+		return nil, fmt.Errorf("%w: %s: %d bytes after the last of %d entries", ErrInvalidHeader, HeaderPack, len(rest), count)
 	}
-	return msgs, seqs, nil
+	return msgs, nil
 }
 
 // packField reads one uvarint-length-prefixed field.

@@ -133,7 +133,14 @@ func (w *worker) drain(batch []job) []job {
 // answered at once and left out. jobs is cleared afterwards so that it holds no message.
 func (w *worker) process(ctx context.Context, jobs []job) error {
 	w.batch = jobs
-	defer clear(jobs)
+	defer func() {
+		for i := range jobs {
+			if j := &jobs[i]; j.count > 0 {
+				w.in.packDone(j.pack, int(j.count)) // its records are encoded, or refused
+			}
+		}
+		clear(jobs)
+	}()
 	// The batch takes over the arena references its records hold; whatever is still held on
 	// the way out (no batch was sent) is released here.
 	w.held = w.held[:0]
