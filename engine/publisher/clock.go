@@ -4,9 +4,10 @@ import "time"
 
 // instant is a point in time on the publisher's own clock: nanoseconds since it started, read
 // from the monotonic clock, plus one, so that 0 means never. time.Now reads two clocks (the wall
-// clock as well as the monotonic one), each about 50 ns on the VMs measured here; at a million
-// messages a second the publisher's clock reads were a fifth of its CPU. An instant is one read,
-// and a Future keeps three of them in 24 bytes rather than 72.
+// clock as well as the monotonic one), about 47 ns a call on the VM measured here, against 28
+// for the monotonic clock alone; at a million messages a second, with a read per publish and
+// one per answer, the publisher's clock reads were a fifth of its CPU. An instant is one read,
+// and a Future keeps three of them (sent, retry, published) in 24 bytes rather than 72.
 type instant int64
 
 // now is the current instant.
