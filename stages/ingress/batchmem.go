@@ -18,9 +18,14 @@ type batchMem struct {
 	arenas []*stages.Arena
 }
 
-// maxFreeBatches bounds the batches kept for reuse: those in flight between the workers and the
-// tracker come back; more than that would only hold memory.
-const maxFreeBatches = 256
+// maxFreeBatches bounds the batches kept for reuse (those in flight between the workers and the
+// tracker come back; more would only hold memory), and maxRecycledRecords the size of one kept:
+// with the default MaxBatch the free list holds at most about 17 MiB (records and metas), and
+// about 70 MiB with a MaxBatch raised to 1024 or more.
+const (
+	maxFreeBatches     = 256
+	maxRecycledRecords = 1024 + 1
+)
 
 // The bounds of the free list of pack entries: a publisher's packs hold up to 256 messages by
 // default (publisher.DefaultMaxPack).
@@ -50,7 +55,7 @@ func (in *Ingress) batchMem(n int) *batchMem {
 // use b afterwards. Its records and metas are cleared so that they keep nothing alive.
 func (in *Ingress) recycle(b *stages.Batch) {
 	m, ok := b.Owner.(*batchMem)
-	if !ok {
+	if !ok || cap(m.recs) > maxRecycledRecords {
 		return
 	}
 	clear(m.recs[:cap(m.recs)])

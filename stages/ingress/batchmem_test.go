@@ -77,3 +77,18 @@ func TestPackEntriesReuse(t *testing.T) {
 		t.Fatal("an oversized entry slice was kept")
 	}
 }
+
+// TestBatchMemBound: the memory of a batch larger than maxRecycledRecords is not kept.
+func TestBatchMemBound(t *testing.T) {
+	in := &Ingress{freeBatches: make(chan *batchMem, 2)}
+	m := in.batchMem(maxRecycledRecords)
+	in.recycle(&stages.Batch{Owner: m})
+	if len(in.freeBatches) != 0 {
+		t.Fatalf("a batch of %d records' memory was kept", cap(m.recs))
+	}
+	m = in.batchMem(maxRecycledRecords - 1)
+	in.recycle(&stages.Batch{Owner: m})
+	if len(in.freeBatches) != 1 {
+		t.Fatalf("a batch of %d records' memory was not kept", cap(m.recs))
+	}
+}

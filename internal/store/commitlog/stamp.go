@@ -44,7 +44,7 @@ func putPropCRC(dst []byte, crc int32) {
 	_ = dst[PropCRCLen-1]
 	copy(dst, propCRCEntryPrefix)
 	d := dst[len(propCRCEntryPrefix) : len(propCRCEntryPrefix)+10]
-	u := uint32(crc) // masked: never negative
+	u := uint32(crc)             // masked: never negative
 	for i := 0; i < 10; i += 2 { // two digits at a time: half the divisions, once per record
 		pair := u % 100
 		u /= 100
