@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -77,5 +78,14 @@ func TestPackTemplateMatchesFullEncoding(t *testing.T) {
 				t.Fatalf("%d entries from a template, want %d", used, want)
 			}
 		})
+	}
+}
+
+func TestIncDecimal(t *testing.T) {
+	for _, n := range []uint64{0, 1, 8, 9, 10, 99, 199, 999, 1234, 99999, 1<<63 - 2} {
+		got := string(incDecimal([]byte(strconv.FormatUint(n, 10))))
+		if want := strconv.FormatUint(n+1, 10); got != want {
+			t.Errorf("incDecimal(%d) = %s, want %s", n, got, want)
+		}
 	}
 }

@@ -168,6 +168,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 		if j.count > 0 {
 			// A run of pack entries: each is a batched message of its own.
 			run := j.pack.entries[j.seq-j.pack.seq:][:j.count]
+			w.in.tracker.counters.received.Add(int64(len(run)))
 			for k := range run {
 				ej := job{msg: &run[k], route: j.route, queue: j.queue, pack: j.pack, seq: j.seq + uint64(k)}
 				recs = append(recs, stages.Record{}) // built in place: within cap, so no copy moves it
@@ -199,6 +200,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 			if !ok {
 				continue
 			}
+			w.in.tracker.counters.received.Add(1)
 			recs = append(recs, stages.Record{}) // built in place: within cap, so no copy moves it
 			if rec := &recs[len(recs)-1]; !w.batched(rec, j, born, sh, &metas, n) {
 				recs = recs[:len(recs)-1]
