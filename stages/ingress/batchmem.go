@@ -54,8 +54,14 @@ func (in *Ingress) batchMem(n int) *batchMem {
 // recycle gives the memory of b back for reuse, if a worker built b in a batchMem; nothing may
 // use b afterwards. Its records and metas are cleared so that they keep nothing alive.
 func (in *Ingress) recycle(b *stages.Batch) {
-	m, ok := b.Owner.(*batchMem)
-	if !ok || cap(m.recs) > maxRecycledRecords {
+	if m, ok := b.Owner.(*batchMem); ok {
+		in.recycleMem(m)
+	}
+}
+
+// recycleMem gives m back for reuse, cleared, unless it grew past maxRecycledRecords.
+func (in *Ingress) recycleMem(m *batchMem) {
+	if cap(m.recs) > maxRecycledRecords {
 		return
 	}
 	clear(m.recs[:cap(m.recs)])
@@ -69,7 +75,7 @@ func (in *Ingress) recycle(b *stages.Batch) {
 	}
 }
 
-// packEntries returns a free slice for a pack's entries (length 0; splitPackInto sizes it), or
+// packEntries returns a free slice for a pack's entries (length 0; splitPack sizes it), or
 // nil.
 func (in *Ingress) packEntries() []nats.Msg {
 	select {

@@ -288,8 +288,8 @@ func (in *Ingress) send(w *worker, j job) bool {
 	}
 }
 
-// onPack splits a pack (pack.go) into its entries and hands each to its worker as a message of
-// its own. A pack that cannot be split is refused whole, as a message with a malformed header
+// onPack splits a pack (pack.go) into its entries and hands them to the workers in runs, each
+// entry a message of its own from there on. A pack that cannot be split is refused whole, as a message with a malformed header
 // is: nothing of it is stored.
 func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 	sh, err := parseSeqHeader(m.Header[HeaderSeq])
@@ -298,7 +298,7 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 	}
 	var entries []nats.Msg
 	if err == nil {
-		entries, err = decodePackInto(in.packEntries(), m, countVals, sh)
+		entries, err = decodePack(in.packEntries(), m, countVals, sh)
 	}
 	if err != nil {
 		in.recycleEntries(entries)

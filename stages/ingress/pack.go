@@ -59,27 +59,9 @@ func (p *packInfo) entrySeq(seq uint64) seqHeader {
 }
 
 // decodePack checks a pack's headers and splits its body into messages, one per entry, with the
-// pack's subject and reply subject, and their sequences. sh is the pack's parsed Rs-Seq.
-func decodePack(m *nats.Msg, countVals []string, sh seqHeader) ([]nats.Msg, []uint64, error) {
-	msgs, err := decodePackInto(nil, m, countVals, sh)
-	if err != nil {
-		return nil, nil, err
-	}
-	return msgs, packSeqs(sh.seq, len(msgs)), nil
-}
-
-// packSeqs are the sequences of a pack's count entries from first.
-func packSeqs(first uint64, count int) []uint64 {
-	seqs := make([]uint64, count)
-	for i := range seqs {
-		seqs[i] = first + uint64(i)
-	}
-	return seqs
-}
-
-// decodePackInto is decodePack splitting into dst's memory (see splitPackInto); entry i has
-// sequence sh.seq+i.
-func decodePackInto(dst []nats.Msg, m *nats.Msg, countVals []string, sh seqHeader) ([]nats.Msg, error) {
+// pack's subject and reply subject, into dst's memory (see splitPack). sh is the pack's parsed
+// Rs-Seq: entry i has sequence sh.seq+i.
+func decodePack(dst []nats.Msg, m *nats.Msg, countVals []string, sh seqHeader) ([]nats.Msg, error) {
 	if len(countVals) != 1 {
 		return nil, fmt.Errorf("%w: %s has %d values; a pack has one", ErrInvalidHeader, HeaderPack, len(countVals))
 	}
@@ -92,25 +74,16 @@ func decodePackInto(dst []nats.Msg, m *nats.Msg, countVals []string, sh seqHeade
 		return nil, fmt.Errorf("%w: %s: %d entries from sequence %d run past 2^63-1", ErrInvalidHeader,
 			HeaderPack, count, sh.seq)
 	}
-	return splitPackInto(dst, m.Data, int(count), m.Subject, m.Reply)
+	return splitPack(dst, m.Data, int(count), m.Subject, m.Reply)
 }
 
 // maxSeq is the largest sequence number.
 const maxSeq = 1<<63 - 1
 
-// splitPack decodes count entries from body, of sequences first, first+1...: exactly count, with
-// nothing after them.
-func splitPack(body []byte, count int, first uint64, subject, reply string) ([]nats.Msg, []uint64, error) {
-	msgs, err := splitPackInto(nil, body, count, subject, reply)
-	if err != nil {
-		return nil, nil, err
-	}
-	return msgs, packSeqs(first, count), nil
-}
-
-// splitPackInto is splitPack into dst's memory when it has room for count entries (dst's
-// entries must be zero), else into new memory; entry i has the pack's sequence + i.
-func splitPackInto(dst []nats.Msg, body []byte, count int, subject, reply string) ([]nats.Msg, error) {
+// splitPack decodes count entries from body: exactly count, with nothing after them. It decodes
+// into dst's memory when that has room for count entries (dst's entries must be zero: a reused
+// slice, see Ingress.packEntries), else into new memory.
+func splitPack(dst []nats.Msg, body []byte, count int, subject, reply string) ([]nats.Msg, error) {
 	// Every entry takes at least 2 bytes: a count the body cannot hold is refused before the
 	// allocations it would size.
 	if count > len(body)/2 {

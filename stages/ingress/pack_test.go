@@ -51,12 +51,12 @@ func TestDecodePack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, seqs, err := decodePack(m, m.Header[HeaderPack], sh)
+	msgs, err := decodePack(nil, m, m.Header[HeaderPack], sh)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(seqs, []uint64{7, 8, 9}) || len(msgs) != 3 {
-		t.Fatalf("seqs %v, %d messages", seqs, len(msgs))
+	if len(msgs) != 3 {
+		t.Fatalf("%d messages, want 3", len(msgs))
 	}
 	for i, want := range []string{"a", "bb", ""} {
 		e := msgs[i]
@@ -100,21 +100,21 @@ func TestDecodePackErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = decodePack(m, m.Header[HeaderPack], sh)
+		_, err = decodePack(nil, m, m.Header[HeaderPack], sh)
 		if err == nil || !strings.Contains(err.Error(), c.why) || ReplyCode(err) != CodeInvalid {
 			t.Errorf("%s: %v, want an error about %q (400)", c.name, err, c.why)
 		}
 	}
 	m := packMsg("x", "s 1 0", "1", one)
 	m.Header.Add(HeaderPack, "1")
-	if _, _, err := decodePack(m, m.Header[HeaderPack], seqHeader{seq: 1}); err == nil {
+	if _, err := decodePack(nil, m, m.Header[HeaderPack], seqHeader{seq: 1}); err == nil {
 		t.Error("two Rs-Pack values accepted")
 	}
 }
 
-// FuzzSplitPack: any body and count either fails or gives exactly count entries, consecutive
-// sequences, data that are pieces of the body no longer than it, and no Rs-Seq or Rs-Pack
-// header in any entry.
+// FuzzSplitPack: any body and count either fails or gives exactly count entries, data that are
+// pieces of the body no longer than it, and no Rs-Seq or Rs-Pack header in any entry; split
+// again into the first split's memory, recycled (Ingress.recycleEntries), it gives the same.
 func FuzzSplitPack(f *testing.F) {
 	f.Add(appendPack(nil, packEntry{data: "a"}, packEntry{hdr: "NATS/1.0\r\nA: b\r\n\r\n", data: "c"}), 2, uint64(1))
 	f.Add(appendPack(nil, packEntry{}), 1, uint64(1<<63-1))
@@ -125,21 +125,25 @@ func FuzzSplitPack(f *testing.F) {
 		if count < 1 || count > MaxPackEntries || first == 0 || first > maxSeq-uint64(count-1) {
 			return // decodePack checks these before splitPack
 		}
-		msgs, seqs, err := splitPack(body, count, first, "s", "r")
+		msgs, err := splitPack(nil, body, count, "s", "r")
 		if err != nil {
 			if ReplyCode(err) != CodeInvalid {
 				t.Fatalf("error %v is not a 400", err)
 			}
 			return
 		}
-		if len(msgs) != count || len(seqs) != count {
-			t.Fatalf("%d entries, %d seqs for a count of %d", len(msgs), len(seqs), count)
+		if len(msgs) != count {
+			t.Fatalf("%d entries for a count of %d", len(msgs), count)
 		}
+		want := fmt.Sprint(msgs)
+		in := &Ingress{freeEntries: make(chan []nats.Msg, 1)}
+		in.recycleEntries(msgs)
+		if again, err := splitPack(in.packEntries(), body, count, "s", "r"); err != nil || fmt.Sprint(again) != want {
+			t.Fatalf("split into reused memory: %v, %v; first %v", again, err, want)
+		}
+		msgs, _ = splitPack(nil, body, count, "s", "r")
 		total := 0
 		for i, m := range msgs {
-			if seqs[i] != first+uint64(i) {
-				t.Fatalf("entry %d: seq %d", i, seqs[i])
-			}
 			if m.Header[HeaderSeq] != nil || m.Header[HeaderPack] != nil {
 				t.Fatalf("entry %d carries the protocol's headers", i)
 			}

@@ -133,6 +133,9 @@ func (w *worker) drain(batch []job) []job {
 // answered at once and left out. jobs is cleared afterwards so that it holds no message.
 func (w *worker) process(ctx context.Context, jobs []job) error {
 	w.batch = jobs
+	// The batch takes over the arena references its records hold; whatever is still held on
+	// the way out (no batch was sent) is released here.
+	w.held = w.held[:0]
 	defer func() {
 		for i := range jobs {
 			if j := &jobs[i]; j.count > 0 {
@@ -140,11 +143,6 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 			}
 		}
 		clear(jobs)
-	}()
-	// The batch takes over the arena references its records hold; whatever is still held on
-	// the way out (no batch was sent) is released here.
-	w.held = w.held[:0]
-	defer func() {
 		for _, a := range w.held {
 			a.Release()
 		}
@@ -171,12 +169,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 			w.in.tracker.counters.received.Add(int64(len(run)))
 			for k := range run {
 				ej := job{msg: &run[k], route: j.route, queue: j.queue, pack: j.pack, seq: j.seq + uint64(k)}
-				recs = append(recs, stages.Record{}) // built in place: within cap, so no copy moves it
-				if rec := &recs[len(recs)-1]; !w.batched(rec, &ej, born, j.pack.entrySeq(ej.seq), &metas, n) {
-					recs = recs[:len(recs)-1]
-				} else if rec.Err != nil {
-					extra++
-				}
+				recs = w.addBatched(recs, &extra, &ej, born, j.pack.entrySeq(ej.seq), &metas, n)
 			}
 			continue
 		}
@@ -201,12 +194,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 				continue
 			}
 			w.in.tracker.counters.received.Add(1)
-			recs = append(recs, stages.Record{}) // built in place: within cap, so no copy moves it
-			if rec := &recs[len(recs)-1]; !w.batched(rec, j, born, sh, &metas, n) {
-				recs = recs[:len(recs)-1]
-			} else if rec.Err != nil {
-				extra++
-			}
+			recs = w.addBatched(recs, &extra, j, born, sh, &metas, n)
 			continue
 		}
 		rec, err := w.encode(j, born)
@@ -222,7 +210,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 	}
 	mem.recs, mem.metas = recs, metas // grown, maybe
 	if len(recs) == 0 {
-		w.in.recycle(&stages.Batch{Owner: mem})
+		w.in.recycleMem(mem)
 		return nil
 	}
 	// A JetStream message is acked to its stream only once durable here, whatever the flush mode.
@@ -242,6 +230,22 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 		}
 		return ctx.Err()
 	}
+}
+
+// addBatched builds the record of j, a message of a batched-ack stream with sequence sh, in a
+// new slot at the end of recs, and takes the slot back when batched refused the message (it is
+// answered already); extra counts a record that carries its refusal. The slot is within recs'
+// capacity (n messages, see batchMem), so no later append moves the record being built.
+func (w *worker) addBatched(recs []stages.Record, extra *int, j *job, born int64, sh seqHeader, metas *[]seqMeta, n int) []stages.Record {
+	recs = append(recs, stages.Record{})
+	rec := &recs[len(recs)-1]
+	switch {
+	case !w.batched(rec, j, born, sh, metas, n):
+		return recs[:len(recs)-1]
+	case rec.Err != nil:
+		*extra++
+	}
+	return recs
 }
 
 // encode turns one message into a record: properties from the subject and headers, then

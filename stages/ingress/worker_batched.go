@@ -12,7 +12,7 @@ import (
 // already (received.go). A message refused here for its stream (invalid input) is returned as a
 // record with its error, so that its refusal reaches the tracker in order with the others; a
 // resend that Lookup finds in the store is returned as a record with a storedBefore error: the
-// appender skips both. n is the number of jobs of the batch being built (see newMeta). The record
+// appender skips both. n is the number of messages of the batch being built (see newMeta). The record
 // is built in place in rec, a zeroed slot of the batch (a Record is a few hundred bytes: built
 // and copied out, it cost a sixth of the worker's time); rec is left as it may be when ok is
 // false. The caller counts the message in the tracker's received counter (once per run of a
