@@ -11,7 +11,12 @@ import "time"
 type instant int64
 
 // now is the current instant.
-func (p *Publisher) now() instant { return instant(time.Since(p.start)) + 1 }
+func (p *Publisher) now() instant {
+	if p.clock != nil {
+		return instant(p.clock()) + 1
+	}
+	return instant(time.Since(p.start)) + 1
+}
 
 // timeOf is i as a time.Time (with its monotonic reading, so that Sub between two is exact); the
 // zero time for never.

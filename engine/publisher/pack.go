@@ -118,6 +118,11 @@ func (p *Publisher) queueLocked(f *Future, now instant) {
 		p.sendLocked(f, false, now)
 		return
 	}
+	if len(p.open) > 0 && p.lingerFrom.after(p.opts.Linger) <= now {
+		// The linger is over: the packs go before this message, here rather than when
+		// packLoop's timer fires, which on a busy machine is often a millisecond or more late.
+		p.flushPacksLocked(now)
+	}
 	hdr := headerBlockLen(f.header)
 	size := uvarintLen(uint64(hdr)) + hdr + uvarintLen(uint64(len(f.data))) + len(f.data)
 	pk := p.packs[f.subject]
@@ -143,7 +148,8 @@ func (p *Publisher) queueLocked(f *Future, now instant) {
 	case len(pk.futs) >= p.opts.MaxPack:
 		p.flushPacksLocked(now)
 	case len(p.open) == 1 && len(pk.futs) == 1:
-		select { // the linger starts
+		p.lingerFrom = now // the linger starts
+		select {
 		case p.packKick <- struct{}{}:
 		default:
 		}
@@ -257,7 +263,8 @@ func (p *Publisher) sendPackLocked(pk *pack, now instant) {
 	p.stats.Packed += int64(len(pk.futs))
 }
 
-// packLoop sends the open packs Linger after the first message of the oldest, until Close.
+// packLoop sends the open packs Linger after the first message of the oldest, until Close,
+// when no Publish came to send them: a Publish after the linger sends them itself (queueLocked).
 func (p *Publisher) packLoop() {
 	defer close(p.packDone)
 	timer := time.NewTimer(time.Hour)
@@ -265,17 +272,30 @@ func (p *Publisher) packLoop() {
 	for {
 		select {
 		case <-p.packKick:
-			timer.Reset(p.opts.Linger)
+		case <-p.stop:
+			return
+		}
+		// Until the packs open now are sent: by a Publish, or here once their linger is over.
+		for {
+			p.mu.Lock()
+			if len(p.open) == 0 {
+				p.mu.Unlock()
+				break
+			}
+			now := p.now()
+			due := p.lingerFrom.after(p.opts.Linger)
+			if due <= now {
+				p.flushPacksLocked(now)
+				p.mu.Unlock()
+				break
+			}
+			p.mu.Unlock()
+			timer.Reset(time.Duration(due - now))
 			select {
 			case <-timer.C:
 			case <-p.stop:
 				return
 			}
-			p.mu.Lock()
-			p.flushPacksLocked(p.now())
-			p.mu.Unlock()
-		case <-p.stop:
-			return
 		}
 	}
 }

@@ -66,6 +66,10 @@ type Options struct {
 	// duplicate messages on their way to the engine. The message (and its header map) is reused
 	// once it returns: a hook that keeps it must copy it.
 	PublishMsg func(*nats.Msg) error
+
+	// clock, when set, is the publisher's clock (time since its start): tests move it by hand
+	// (export_test.go).
+	clock func() time.Duration
 }
 
 // Stats are a publisher's counters.
@@ -102,8 +106,10 @@ type Publisher struct {
 	packKick   chan struct{} // capacity 1: a pack was started (its linger starts)
 	packDone   chan struct{}
 
-	// start is the zero of the publisher's clock (clock.go).
+	// start is the zero of the publisher's clock (clock.go); clock replaces time.Since(start)
+	// in tests.
 	start time.Time
+	clock func() time.Duration
 
 	mu    sync.Mutex
 	next  uint64    // the next sequence to give out
@@ -129,11 +135,14 @@ type Publisher struct {
 	open      []*pack
 	spare     []*pack
 	spareOpen []*pack
-	unsent    int       // messages in the open packs (not numbered yet)
-	packCount [1]string // the Rs-Pack value of the pack being sent
-	packBody  []byte    // the body of the pack being sent, reused
-	ack       wireAck
-	answered  []*Future // resolved by the current call, for OnResult outside the lock
+	unsent    int // messages in the open packs (not numbered yet)
+	// lingerFrom is when the oldest open pack took its first message: the packs go Linger
+	// after it.
+	lingerFrom instant
+	packCount  [1]string // the Rs-Pack value of the pack being sent
+	packBody   []byte    // the body of the pack being sent, reused
+	ack        wireAck
+	answered   []*Future // resolved by the current call, for OnResult outside the lock
 }
 
 // New starts a publisher on nc: it subscribes to its ack subject (and confirms the subscription
@@ -175,7 +184,7 @@ func New(nc *nats.Conn, opts Options) (*Publisher, error) {
 		opts.Linger = DefaultLinger
 	}
 	p := &Publisher{
-		nc: nc, opts: opts, stream: opts.StreamID, ackSubject: opts.AckSubject, start: time.Now(),
+		nc: nc, opts: opts, stream: opts.StreamID, ackSubject: opts.AckSubject, start: time.Now(), clock: opts.clock,
 		window: uint64(opts.Window), publish: opts.PublishMsg,
 		stop: make(chan struct{}), loopDone: make(chan struct{}), retry: make(chan struct{}, 1),
 		packKick: make(chan struct{}, 1), packDone: make(chan struct{}), packs: map[string]*pack{},

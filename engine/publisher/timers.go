@@ -40,7 +40,7 @@ func (p *Publisher) checkTimers(now instant) (retrying bool) {
 		f := p.pendingLocked(seq)
 		switch {
 		case f == nil:
-		case f.sends == 0: // in the pack being filled: packLoop sends it
+		case f.sends == 0: // in the pack being filled: its linger sends it
 		case f.retryAt != 0:
 			if now < f.retryAt {
 				retrying = true
