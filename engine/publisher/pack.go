@@ -118,7 +118,7 @@ func (p *Publisher) queueLocked(f *Future, now instant) {
 		p.sendLocked(f, false, now)
 		return
 	}
-	if len(p.open) > 0 && p.lingerFrom.after(p.opts.Linger) <= now {
+	if len(p.open) > 0 && p.lingerDueLocked() <= now {
 		// The linger is over: the packs go before this message, here rather than when
 		// packLoop's timer fires, which on a busy machine is often a millisecond or more late.
 		p.flushPacksLocked(now)
@@ -263,6 +263,9 @@ func (p *Publisher) sendPackLocked(pk *pack, now instant) {
 	p.stats.Packed += int64(len(pk.futs))
 }
 
+// lingerDueLocked is when the open packs are to go. p.mu must be held, and a pack open.
+func (p *Publisher) lingerDueLocked() instant { return p.lingerFrom.after(p.opts.Linger) }
+
 // packLoop sends the open packs Linger after the first message of the oldest, until Close,
 // when no Publish came to send them: a Publish after the linger sends them itself (queueLocked).
 func (p *Publisher) packLoop() {
@@ -283,7 +286,7 @@ func (p *Publisher) packLoop() {
 				break
 			}
 			now := p.now()
-			due := p.lingerFrom.after(p.opts.Linger)
+			due := p.lingerDueLocked()
 			if due <= now {
 				p.flushPacksLocked(now)
 				p.mu.Unlock()

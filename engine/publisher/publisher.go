@@ -183,12 +183,13 @@ func New(nc *nats.Conn, opts Options) (*Publisher, error) {
 	if opts.Linger <= 0 {
 		opts.Linger = DefaultLinger
 	}
+	ring := ringSize(opts.Window)
 	p := &Publisher{
 		nc: nc, opts: opts, stream: opts.StreamID, ackSubject: opts.AckSubject, start: time.Now(), clock: opts.clock,
 		window: uint64(opts.Window), publish: opts.PublishMsg,
 		stop: make(chan struct{}), loopDone: make(chan struct{}), retry: make(chan struct{}, 1),
 		packKick: make(chan struct{}, 1), packDone: make(chan struct{}), packs: map[string]*pack{},
-		next: 1, ring: make([]*Future, ringSize(opts.Window)), mask: uint64(ringSize(opts.Window) - 1), moved: make(chan struct{}), header: nats.Header{},
+		next: 1, ring: make([]*Future, ring), mask: uint64(ring - 1), moved: make(chan struct{}), header: nats.Header{},
 	}
 	if p.publish == nil {
 		p.publish = nc.PublishMsg

@@ -289,8 +289,8 @@ func (in *Ingress) send(w *worker, j job) bool {
 }
 
 // onPack splits a pack (pack.go) into its entries and hands them to the workers in runs, each
-// entry a message of its own from there on. A pack that cannot be split is refused whole, as a message with a malformed header
-// is: nothing of it is stored.
+// entry a message of its own from there on. A pack that cannot be split is refused whole, as a
+// message with a malformed header is: nothing of it is stored.
 func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 	sh, err := parseSeqHeader(m.Header[HeaderSeq])
 	if err == nil && in.tracker == nil {
