@@ -70,6 +70,12 @@ type Engine struct {
 	// in once no send is under way.
 	producers sync.RWMutex
 	closed    bool
+	// stages that send on in by themselves (ingress), run in the group (producer.go); reaped
+	// is closed once the reaper has answered what was left in the inbox.
+	prodMu        sync.Mutex
+	prods         []*producer
+	prodsStopping bool
+	reaped        chan struct{}
 	// reads guards the stores against unmapping under a read: reads hold it shared.
 	reads        sync.RWMutex
 	storesClosed bool
@@ -229,6 +235,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	}
 	ack := &stages.Acks{In: acks, Level: level, Durable: e.durable}
 
+	e.reaped = make(chan struct{})
 	go e.reap()
 	e.group.Go("checkpoint", ckp.Run)
 	e.group.Go("dispatch", e.dispatcher.Run)
@@ -306,18 +313,20 @@ func (e *Engine) Submit(ctx context.Context, b *stages.Batch) error {
 
 // reap answers what is left in the writer's inbox once every stage has stopped, so that no
 // producer waits for ever on a batch nobody will take: after a fatal error the writer is gone
-// while Submit may still have put a batch in. It takes the producers' lock, so nothing is being
-// sent while it drains, and marks the engine closed for later sends.
+// while producers may still have put batches in. It marks the engine closed for later sends
+// first (under the producers' lock, so no Submit is sending while it does), then waits for
+// every stage, the producer stages among them, so that nothing sends any more while it drains.
 func (e *Engine) reap() {
+	defer close(e.reaped)
 	<-e.group.Done()
+	e.producers.Lock()
+	e.closed = true
+	e.producers.Unlock()
 	err := e.group.Wait()
 	if err == nil {
 		err = ErrClosed
 	}
-	e.producers.Lock()
-	defer e.producers.Unlock()
-	e.closed = true
-	for {
+	for range cap(e.in) + 1 { // bounded: nothing sends any more
 		select {
 		case b, ok := <-e.in:
 			if !ok {
@@ -343,15 +352,18 @@ func (e *Engine) Err() error { return e.group.Err() }
 
 // Close stops the engine cleanly: no new batches are taken, every stage drains in order (the
 // writer, the final sync, dispatch, the last checkpoint), the abort file is removed, and the
-// store is unlocked. Callers that produce batches (ingress) must have stopped first. If a stage
-// failed, the abort file stays, so that the next Open recovers.
+// store is unlocked. Producer stages (RunProducer) are stopped first, and waited for; other
+// callers of Submit must have stopped. If a stage failed, the abort file stays, so that the
+// next Open recovers.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
+		e.stopProducers()
 		e.producers.Lock()
 		e.closed = true
 		close(e.in) // only Close closes it (the reaper only drains it)
 		e.producers.Unlock()
 		err := e.group.Wait()
+		<-e.reaped // its batches' Done calls are made
 		switch {
 		case err == nil:
 			err = meta.RemoveAbort(e.opts.FS, e.opts.Dir)

@@ -33,6 +33,10 @@ type NATSOptions struct {
 	KeysHeader     string
 	TagsHeader     string
 	Workers        int
+	// WorkerQueue and MaxBatch are ingress's bounds (ingress.Config): jobs waiting per worker
+	// (ingress.DefaultWorkerQueue) and records per batch sent to the writer
+	// (ingress.DefaultMaxBatch).
+	WorkerQueue, MaxBatch int
 	// PendingMsgs and PendingBytes bound what the NATS client buffers for the subscriptions
 	// (fire-and-forget publishers past them are dropped, counted and logged).
 	PendingMsgs, PendingBytes int

@@ -40,8 +40,6 @@ type Server struct {
 	api        *apiService // nil with NoReadAPI
 	runErr     chan error
 	opts       NATSOptions
-	// abortIngress cancels ingress's Run: the abort (Abort).
-	abortIngress context.CancelFunc
 	// stopOnce makes Shutdown and Abort safe to call more than once (and both): the first call
 	// stops the server, later ones return its error.
 	stopOnce sync.Once
@@ -104,7 +102,7 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 		Conn: s.conn, Out: s.Engine.in, Subjects: nopts.Subjects, QueueGroup: nopts.QueueGroup,
 		TopicTokens: nopts.TopicTokens, QueuesPerTopic: nopts.QueuesPerTopic,
 		KeysHeader: nopts.KeysHeader, TagsHeader: nopts.TagsHeader, QueueKeyHeader: nopts.QueueKeyHeader,
-		Workers: nopts.Workers, DrainTimeout: nopts.DrainTimeout,
+		Workers: nopts.Workers, WorkerQueue: nopts.WorkerQueue, MaxBatch: nopts.MaxBatch, DrainTimeout: nopts.DrainTimeout,
 		Encode:    &commitlog.EncodeOptions{PropCRC: !opts.NoPropCRC, MaxBodySize: opts.MaxBodySize},
 		StoreHost: opts.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
 		NoReply: nopts.NoReply, Logger: log, Clock: opts.Now, // ingress adds its stage field
@@ -122,9 +120,14 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 			return nil, err
 		}
 	}
-	ictx, cancel := context.WithCancel(context.Background())
-	s.abortIngress = cancel
-	go func() { s.runErr <- s.ing.Run(ictx) }()
+	ing := s.ing
+	if err := s.Engine.RunProducer("ingress", func(ctx context.Context) error {
+		err := ing.Run(ctx)
+		s.runErr <- err
+		return err
+	}, ing.Stop); err != nil {
+		return nil, err
+	}
 	select {
 	case <-s.ing.Ready():
 	case err := <-s.runErr:
@@ -406,13 +409,10 @@ func (s *Server) abort() error {
 		s.conn.Close()
 	}
 	s.endOwnership()
-	if s.ing != nil {
-		s.abortIngress()
-		<-s.runErr // the abort's own error (context canceled): expected
-	}
 	if s.api != nil {
 		s.api.stop()
 	}
+	// Ingress runs in the engine's group: the abort cancels it, and Abort waits for it.
 	err := s.Engine.Abort()
 	if s.ing != nil {
 		s.ing.CloseAcks()

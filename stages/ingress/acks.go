@@ -27,7 +27,7 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 		case *seqMeta:
 			// A batched-ack stream's: the tracker answers it (tracker.go).
 			tracked = true
-			if r.Err != nil && !c.rejected && !isStoredBefore(r.Err) {
+			if r.Err != nil && !c.rejected && r.Err != errHeldAtAbort && !isStoredBefore(r.Err) {
 				in.counters.failed[codeIndex(ReplyCode(r.Err))].Add(1)
 			}
 			continue
@@ -52,6 +52,10 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 		}
 		if r.Err != nil {
 			code := ReplyCode(r.Err)
+			if r.Err == errHeldAtAbort {
+				in.replyError(r.Reply, code, r.Err.Error())
+				continue
+			}
 			in.counters.failed[codeIndex(code)].Add(1)
 			if ok, held := in.failLog.allow(time.Now()); ok {
 				in.log.Warn().Err(r.Err).Int("code", code).Str("topic", r.Topic).Int64("more", held).
@@ -128,16 +132,6 @@ func clip(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
-}
-
-// replyStopped answers a message ingress dropped because it is aborting (503), unless it belongs
-// to a batched-ack stream: its ack subject takes batched acks only, and its publisher resends
-// what was not acked.
-func (in *Ingress) replyStopped(m *nats.Msg) {
-	if in.js == nil && batchedHeader(m) != nil {
-		return
-	}
-	in.replyError(m.Reply, CodeUnavailable, ErrStopped.Error())
 }
 
 // maxDescription bounds the description of an error reply: errors quote the offending input,

@@ -227,14 +227,13 @@ func (in *Ingress) failLeftovers() {
 			case j = <-w.jobs:
 			default:
 			}
-			if j.msg == nil && j.marker == 0 {
+			if j.msg == nil && j.marker == 0 && j.fence == nil {
 				break
 			}
 			if j.msg == nil {
-				continue // a tracker marker
+				continue // a tracker marker, or a fence (its waiter gives up with the abort)
 			}
-			in.counters.aborted.Add(1)
-			in.replyStopped(j.msg)
+			in.answerStopped(&j)
 		}
 	}
 }
@@ -264,9 +263,8 @@ func (in *Ingress) onMsg(m *nats.Msg) {
 	}
 	q := in.router.queue(m, rt)
 	w := in.workers[rt.worker(q, len(in.workers))]
-	if !in.send(w, job{msg: m, route: rt, queue: q}) {
-		in.counters.aborted.Add(1)
-		in.replyStopped(m)
+	if j := (job{msg: m, route: rt, queue: q}); !in.send(w, j) {
+		in.answerStopped(&j)
 	}
 }
 
@@ -341,9 +339,9 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 		}
 		w := in.workers[rt.worker(q, len(in.workers))]
 		if !in.send(w, job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.seq + uint64(i), count: int32(end - i)}) {
-			// As for a batched message, no reply: the publisher resends what is not acked.
-			in.counters.aborted.Add(int64(len(entries) - i))
-			in.packDone(pk, len(entries)-i)
+			// This run and every one after it are refused to the stream, in its acks.
+			rest := job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.seq + uint64(i), count: int32(len(entries) - i)}
+			in.answerStopped(&rest)
 			return
 		}
 		i, q = end, next

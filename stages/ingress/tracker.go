@@ -97,11 +97,25 @@ func (t *tracker) offer(b *stages.Batch) {
 	select {
 	case t.batches <- b:
 	default:
+		t.releaseRefused(b)
 		t.in.recycle(b)
 		t.counters.overflow.Add(1)
 		if ok, held := t.in.failLog.allow(time.Now()); ok {
 			t.in.log.Warn().Int("queue", cap(t.batches)).Int64("more", held).
 				Msg("ingress: the batched-ack tracker is behind; a batch is not tracked (its publishers resend)")
+		}
+	}
+}
+
+// releaseRefused releases the claims of the records of b that were refused, as handle does, for
+// a batch that is not tracked: a refused sequence must stay open to a retry, which would
+// otherwise be dropped as a copy of one on its way. (A stored one keeps its claim: its resend is
+// found in the store, or dropped while its first copy is on its way.)
+func (t *tracker) releaseRefused(b *stages.Batch) {
+	for i := range b.Records {
+		r := &b.Records[i]
+		if m, ok := r.Ctx.(*seqMeta); ok && r.Err != nil && !isStoredBefore(r.Err) {
+			t.recv.release(m.stream, m.seq)
 		}
 	}
 }

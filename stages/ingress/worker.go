@@ -224,10 +224,16 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 		w.held = w.held[:0] // the batch's now
 		return nil
 	case <-ctx.Done():
+		// The pipeline stopped: the batch is answered as the store answers a batch it did not
+		// take (ackBatch): a reply to each plain message, a refusal to each stream in its ack.
 		w.in.counters.aborted.Add(int64(len(recs) - extra))
+		b.Arenas = nil // the references are w.held's, released on the way out
 		for i := range recs {
-			w.in.replyError(recs[i].Reply, CodeUnavailable, ErrStopped.Error())
+			if recs[i].Err == nil {
+				recs[i].Err = errHeldAtAbort
+			}
 		}
+		w.in.done(b)
 		return ctx.Err()
 	}
 }

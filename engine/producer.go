@@ -1,0 +1,51 @@
+package engine
+
+import (
+	"context"
+)
+
+// producer is a stage that sends batches into the writer's inbox on its own (ingress, with its
+// sources). It runs in the pipeline's group, so that the first error of any stage ends its
+// context and it answers what it holds, and Close stops it and waits for it before the inbox
+// closes, so that it never sends on a closed channel.
+type producer struct {
+	stop func()
+	done chan struct{}
+}
+
+// RunProducer runs run as the stage name in the pipeline's group. run's context ends at the
+// first error of any stage, or at Abort: it must then stop sending, answer what it holds and
+// return. stop asks it to end gracefully: Close calls it, then waits for run to return, before
+// the inbox closes. It fails with ErrClosed once the engine is closing.
+func (e *Engine) RunProducer(name string, run func(ctx context.Context) error, stop func()) error {
+	e.prodMu.Lock()
+	defer e.prodMu.Unlock()
+	e.producers.RLock()
+	closed := e.closed
+	e.producers.RUnlock()
+	if closed || e.prodsStopping {
+		return ErrClosed
+	}
+	p := &producer{stop: stop, done: make(chan struct{})}
+	e.prods = append(e.prods, p)
+	e.group.Go(name, func(ctx context.Context) error {
+		defer close(p.done)
+		return run(ctx)
+	})
+	return nil
+}
+
+// stopProducers stops every producer stage and waits until each has returned; no producer
+// starts after it.
+func (e *Engine) stopProducers() {
+	e.prodMu.Lock()
+	e.prodsStopping = true
+	prods := e.prods
+	e.prodMu.Unlock()
+	for _, p := range prods {
+		p.stop()
+	}
+	for _, p := range prods {
+		<-p.done
+	}
+}

@@ -1,0 +1,52 @@
+package ingress
+
+import (
+	"fmt"
+
+	"github.com/rocketstore/engine/stages"
+)
+
+// errHeldAtAbort is the error of a record a worker held when the abort came: ErrStopped, counted
+// in Stats.Aborted rather than in Failed (the store never saw it).
+var errHeldAtAbort = fmt.Errorf("%w", ErrStopped)
+
+// answerStopped answers the messages of j, which ingress holds and will not store because it
+// is aborting (the pipeline failed, or an Abort): a plain message gets a 503 reply; a message
+// of a batched-ack stream, or a run of pack entries, is refused to its stream by the tracker,
+// with the same 503 in the stream's next ack, so that the publisher learns it now and retries
+// (a plain reply on the ack subject would mean the engine refused the protocol itself). A pack
+// run's entries are then done with (packDone).
+func (in *Ingress) answerStopped(j *job) {
+	n := j.messages()
+	in.counters.aborted.Add(int64(n))
+	switch {
+	case j.pack != nil:
+		in.refuseStopped(j.pack.seqHeader, j.seq, n, j.msg.Reply)
+		if j.count > 0 {
+			in.packDone(j.pack, n)
+		}
+	case in.js == nil && batchedHeader(j.msg) != nil:
+		if sh, err := parseSeqHeader(batchedHeader(j.msg)); err == nil && in.tracker != nil {
+			in.refuseStopped(sh, sh.seq, 1, j.msg.Reply)
+		}
+	default:
+		in.replyError(j.msg.Reply, CodeUnavailable, ErrStopped.Error())
+	}
+}
+
+// refuseStopped has the tracker refuse n sequences of sh's stream from seq on with ErrStopped,
+// as records refused by the store are: in the stream's next ack, their claims released. A
+// message without an ack subject gets nothing.
+func (in *Ingress) refuseStopped(sh seqHeader, seq uint64, n int, ackTo string) {
+	if in.tracker == nil || ackTo == "" {
+		return
+	}
+	recs := make([]stages.Record, n)
+	metas := make([]seqMeta, n)
+	for i := range recs {
+		metas[i] = seqMeta{seqHeader: sh, ackTo: ackTo}
+		metas[i].seq = seq + uint64(i)
+		recs[i] = stages.Record{Err: ErrStopped, Ctx: &metas[i]}
+	}
+	in.tracker.offer(&stages.Batch{Records: recs})
+}
