@@ -107,7 +107,7 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 		StoreHost: opts.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
 		NoReply: nopts.NoReply, Logger: log, Clock: opts.Now, // ingress adds its stage field
 		JetStream: nopts.JetStream, Exclude: apiExcluded(nopts),
-		Batched: s.Engine.batchedConfig(nopts), Partitions: parts,
+		Batched: s.Engine.batchedConfig(nopts), Restarted: s.Engine.restartDedupe(), Partitions: parts,
 		Replicated: s.Engine.replicatedSource(nopts),
 	})
 	if err != nil {

@@ -111,6 +111,9 @@ type Config struct {
 	// then an ordinary property) nor with QueueGroup (a stream split between engines could not
 	// be tracked).
 	Batched *BatchedConfig
+	// Restarted, when set, carries the dedupe window of publisher message ids across the
+	// engine's restart (RestartDedupe).
+	Restarted *RestartDedupe
 	// Partitions, when set, turns on partitioned ingest (partition.go, docs/SCALE-OUT.md): the
 	// subscriptions are the owned partitions' ("<Prefix>.<p>.>"; Subjects must be empty), a
 	// message's queue is its partition, every topic has Partitions.Count queues

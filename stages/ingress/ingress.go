@@ -65,6 +65,8 @@ type Ingress struct {
 	// tracker answers batched-ack streams (tracker.go), when Config.Batched is set. It outlives
 	// Run: it runs until CloseAcks, because the ack stage calls Done after Run has returned.
 	tracker *tracker
+	// restart counts the lookups of Config.Restarted (restartdedupe.go).
+	restart restartLookups
 	// freeBatches holds the memory of batches done with, for the workers to reuse (batchmem.go).
 	freeBatches chan *batchMem
 	// freeEntries holds the entry slices of packs done with, for onPack to reuse (batchmem.go).

@@ -34,6 +34,10 @@ type Stats struct {
 	CacheEvictions int64
 	// Batched are the batched-ack counters (zero when batched acks are off).
 	Batched BatchedStats
+	// RestartLookups counts the message ids looked up in the store because a record stored
+	// before the start could still be within the dedupe window (Config.Restarted);
+	// RestartDuplicates those found there: answered as duplicates, not stored again.
+	RestartLookups, RestartDuplicates int64
 }
 
 // counters are the shared atomic counters behind Stats.
@@ -63,6 +67,8 @@ func (in *Ingress) Stats() Stats {
 		ReplyFailures:      c.replyFailures.Load(),
 		CachedSubjects:     in.router.subjects.len(),
 		CacheEvictions:     in.router.subjects.evictions.Load(),
+		RestartLookups:     in.restart.lookups.Load(),
+		RestartDuplicates:  in.restart.found.Load(),
 	}
 	for i, code := range codes {
 		if n := c.rejected[i].Load(); n > 0 {

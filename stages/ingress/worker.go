@@ -197,6 +197,9 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 			recs = w.addBatched(recs, &extra, j, born, sh, &metas, n)
 			continue
 		}
+		if w.answeredFromStore(j) {
+			continue
+		}
 		rec, err := w.encode(j, born)
 		if err != nil {
 			w.in.reject(j.msg, err)
