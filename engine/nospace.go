@@ -15,6 +15,8 @@ import (
 type noSpace struct {
 	err atomic.Pointer[error]
 	log zerolog.Logger
+	// full is told when the refusal starts (retention's kick: a pass to make room at once).
+	full func()
 }
 
 // set is the dispatcher's NoSpace hook: err while stalled, nil once it goes on.
@@ -28,6 +30,9 @@ func (n *noSpace) set(err error) {
 	refusal := fmt.Errorf("engine: no disk space to grow the ConsumeQueue or the index (%w); writes resume once space is freed", err)
 	if n.err.Swap(&refusal) == nil {
 		n.log.Error().Err(err).Msg("no disk space for dispatch: refusing writes, retrying until space is freed")
+		if n.full != nil {
+			n.full()
+		}
 	}
 }
 

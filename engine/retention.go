@@ -147,6 +147,9 @@ type retention struct {
 	usedPct   atomic.Int64                  // last measured, -1 unknown
 	checkedAt atomic.Int64                  // store clock of the last check, unix ns
 	refusal   atomic.Pointer[DiskFullError] // non-nil while writes are refused
+	// urgent asks the stage for a pass now, whatever CleanFirstDelay and CleanInterval say:
+	// writes were just refused for a full disk (capacity 1: one pending request is enough).
+	urgent chan struct{}
 
 	segments, bytes, cqFiles, indexFiles atomic.Int64
 }
@@ -155,10 +158,11 @@ type retention struct {
 func newRetention(e *Engine) (*retention, error) {
 	o := e.opts
 	r := &retention{
-		e:     e,
-		log:   o.Logger.With().Str("stage", "retention").Logger(),
-		dirs:  []string{filepath.Join(o.Dir, "commitlog"), filepath.Join(o.Dir, "consumequeue")},
-		usage: o.FS.DiskUsage,
+		e:      e,
+		log:    o.Logger.With().Str("stage", "retention").Logger(),
+		dirs:   []string{filepath.Join(o.Dir, "commitlog"), filepath.Join(o.Dir, "consumequeue")},
+		usage:  o.FS.DiskUsage,
+		urgent: make(chan struct{}, 1),
 	}
 	s, err := compileRetention(o.Retention())
 	if err != nil {
@@ -245,13 +249,24 @@ func (r *retention) checkDisk(now time.Time) int {
 		}
 		if was == nil {
 			r.log.Error().Int("disk_used_pct", pct).Int("limit_pct", refuse).
-				Msgf("disk use %d%% is above the %d%% limit: refusing writes until it falls below", pct, refuse)
+				Msgf("disk use %d%% is above the %d%% limit: refusing writes until it falls below; a retention pass runs now", pct, refuse)
+			r.kick()
 		}
 	case was != nil:
 		r.refusal.Store(nil)
 		r.log.Info().Int("disk_used_pct", pct).Int("limit_pct", refuse).Msg("disk use is back under the limit: writes resume")
 	}
 	return pct
+}
+
+// kick asks the stage for a pass now (urgent): a full disk refuses writes, so waiting for
+// CleanFirstDelay after a start, or for the next CleanInterval, would refuse them for longer
+// than retention needs to make room.
+func (r *retention) kick() {
+	select {
+	case r.urgent <- struct{}{}:
+	default:
+	}
 }
 
 // checkpointed is the checkpointer's Saved hook.
@@ -280,7 +295,7 @@ func (r *retention) gate() error {
 }
 
 // run is the stage: a pass every CleanInterval once CleanFirstDelay has passed, a disk check
-// on the ticks before. It stops when the writer does (the engine is closing). CleanInterval is
+// on the ticks before, and a pass at once whenever writes start being refused for a full disk. It stops when the writer does (the engine is closing). CleanInterval is
 // read at each tick, so that SetRetention changes it from the next tick on.
 func (r *retention) run(ctx context.Context) error {
 	o := r.e.opts
@@ -300,6 +315,10 @@ func (r *retention) run(ctx context.Context) error {
 				r.log.Warn().Err(err).Msg("retention pass failed; the next one retries")
 			}
 			timer.Reset(next)
+		case <-r.urgent:
+			if _, err := r.pass(o.Now(), false); err != nil {
+				r.log.Warn().Err(err).Msg("retention pass for a full disk failed; the next one retries")
+			}
 		case <-done:
 			return nil
 		case <-ctx.Done():

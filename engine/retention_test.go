@@ -833,3 +833,31 @@ func checkAckedOnly(t *testing.T, e *Engine, want []Result) {
 		t.Fatalf("commitlog ends at %d, the last acked record at %d", end, last.PhysOffset+int64(last.Size))
 	}
 }
+
+// TestDiskFullPassRunsAtOnce: writes refused for a full disk right after a start do not wait
+// for the first pass (CleanFirstDelay, 60 s): the refusal runs one at once, which deletes what
+// the last checkpoint covers (above 85%: oldest first, whatever the age).
+func TestDiskFullPassRunsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newUsageFS(vfs.NewMem(), 50)
+		o := testOptions(t, "/store")
+		o.FS = fs
+		o.CommitLogFileSize = 8 << 10 // default retention options: 10 s, first after 60 s
+		e := mustOpen(t, o)
+		retPut(t, e, "T", 200, 0)
+		segs := len(segNames(e))
+		if err := e.Close(); err != nil { // its last checkpoint covers every segment
+			t.Fatal(err)
+		}
+		fs.pct.Store(95)
+		e = mustOpen(t, o)
+		defer e.Close()
+		synctest.Wait() // no time passes: only what runs at once
+		st := e.Stats()
+		if !st.RefusingWrites || st.SegmentsDeleted == 0 {
+			t.Fatalf("right after a start on a full disk: refusing %v, %d of %d segments deleted", st.RefusingWrites,
+				st.SegmentsDeleted, segs)
+		}
+		fs.pct.Store(50)
+	})
+}
