@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path"
@@ -12,6 +13,7 @@ import (
 	"github.com/rocketstore/engine/engine"
 	"github.com/rocketstore/engine/internal/store/checkpoint"
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/meta"
 	"github.com/rocketstore/engine/internal/vfs"
 )
 
@@ -320,6 +322,46 @@ func TestRepairPlanBeforeChange(t *testing.T) {
 	}
 	if rep.Cut == nil || rep.Cut.From != told.Removals[0].From || rep.Cut.To != told.Removals[0].To || rep.Cut.Records != told.Removals[0].Count {
 		t.Fatalf("cut %+v, plan %+v", rep.Cut, told.Removals)
+	}
+	requireClean(t, rep.After)
+}
+
+// TestPropCRCNameDamage: where the checkpoint says the engine wrote __CRC32# on every record,
+// a record whose property's name is damaged does not pass for one without it: verify reports
+// corruption in sealed data and the engine's recovery refuses to start, on the same record.
+// RocketMQ's own recovery would keep it (it checks the body CRC only), so repair cuts there
+// only with ForceCut.
+func TestPropCRCNameDamage(t *testing.T) {
+	fsys, res := newStore(t, 200)
+	victim := res[120]
+	seg := victim.PhysOffset - victim.PhysOffset%testSegment
+	at := victim.PhysOffset - seg + int64(victim.Size) - int64(commitlog.PropCRCLen) + int64(len("__CRC3"))
+	patch(t, fsys, logFile(seg), func(b []byte) { b[at] = '3' }) // "__CRC33#"
+	// As after a crash with dispatch behind: recovery scans from res[100] on.
+	saveCheckpoint(t, fsys, func(cp *checkpoint.Checkpoint) { cp.Ext.DispatchedOffset = res[100].PhysOffset })
+	if err := meta.CreateAbort(fsys, testDir, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	r := mustVerify(t, fsys)
+	p := requireProblem(t, r, KindLogCorrupt, fmt.Sprintf("%020d", seg), victim.PhysOffset)
+	if !strings.Contains(p.Desc, "property missing") || !strings.Contains(p.Desc, "RocketMQ's own recovery") {
+		t.Fatalf("problem %s", p.Desc)
+	}
+	if _, err := engine.Open(engineOptions(t, fsys.CrashImage(nil, vfs.CrashOptions{SyncedOnly: true}), testDir)); !errors.Is(err, commitlog.ErrSealedCorrupt) {
+		t.Fatalf("open: %v, want ErrSealedCorrupt", err)
+	}
+	before := hashFiles(t, fsys, testDir)
+	rep, err := Repair(context.Background(), options(fsys, testDir))
+	if !errors.Is(err, ErrNotRepairable) || rep.Plan == nil || rep.Plan.RocketMQKeeps == nil || rep.Plan.RocketMQKeeps.From != victim.PhysOffset {
+		t.Fatalf("unforced repair: %v\n%s", err, repairText(rep))
+	}
+	requireSameFiles(t, before, hashFiles(t, fsys, testDir))
+	opts := options(fsys, testDir)
+	opts.ForceCut = true
+	rep = mustRepair(t, opts)
+	if rep.Cut == nil || rep.Cut.From != victim.PhysOffset || rep.After.CommitLog.Records != 120 {
+		t.Fatalf("forced repair:\n%s", repairText(rep))
 	}
 	requireClean(t, rep.After)
 }
