@@ -90,7 +90,10 @@ var ErrNotRepairable = errors.New("verify: cannot repair")
 // Repair makes the store consistent again, the way the engine's recovery does but without
 // stopping at damage to sealed data: it takes the store's lock (failing with the
 // meta.InUseError of LockStore when an engine runs), verifies the store, and if anything is
-// wrong:
+// wrong, works out its Plan (every removal, with its file, range, count and reason) and tells
+// it to Options.OnPlan before changing anything. It stops there with Options.DryRun, and
+// refuses with ErrNotRepairable when the cut would remove records RocketMQ's own recovery keeps
+// (Plan.RocketMQKeeps) unless Options.ForceCut. Then it:
 //
 //   - cuts the CommitLog at the first invalid record, deleting later segments and zeroing the
 //     rest of the segment (commitlog.Log.Recover with Sealed 0: the engine's recovery refuses

@@ -249,6 +249,7 @@ func TestDamageDetectedAndRepaired(t *testing.T) {
 			if !rep.Needed || rep.After == nil {
 				t.Fatalf("repair did nothing:\n%s", repairText(rep))
 			}
+			requirePlanMatches(t, rep)
 			requireClean(t, rep.After)
 			want := len(res)
 			if k := d.keep(res); k >= 0 {
@@ -402,6 +403,7 @@ func TestRepairAfterCrash(t *testing.T) {
 			if err != nil {
 				t.Fatalf("repair: %v\n%s", err, repairText(rep))
 			}
+			requirePlanMatches(t, rep)
 			after := rep.After
 			if after == nil {
 				after = rep.Before

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/rocketstore/engine/dispatch"
@@ -228,4 +229,55 @@ func mustRepair(t testing.TB, opts Options) *RepairReport {
 		t.Fatalf("repair: %v\n%s", err, repairText(rep))
 	}
 	return rep
+}
+
+// requirePlanMatches checks that the repair removed exactly what its plan said.
+func requirePlanMatches(t testing.TB, rep *RepairReport) {
+	t.Helper()
+	if !rep.Needed {
+		return
+	}
+	p := rep.Plan
+	if p == nil {
+		t.Fatalf("a repair without a plan:\n%s", repairText(rep))
+	}
+	var segs, index []string
+	queues := make(map[string]Removal)
+	var cut *Removal
+	for _, r := range p.Removals {
+		switch {
+		case r.Part == "commitlog" && r.Whole:
+			segs = append(segs, r.File)
+		case r.Part == "commitlog":
+			cut = &r
+		case r.Part == "consumequeue":
+			queues[strings.TrimPrefix(r.File, "consumequeue/")] = r
+		default:
+			index = append(index, r.File)
+		}
+	}
+	if c := rep.Cut; (c == nil) != (cut == nil && len(segs) == 0) ||
+		(cut != nil && (c.From != cut.From || c.To != cut.To || c.Records != cut.Count)) {
+		t.Fatalf("cut %+v, plan %+v:\n%s", rep.Cut, p.Removals, repairText(rep))
+	}
+	if rep.Cut != nil && !slices.Equal(slices.Sorted(slices.Values(rep.Cut.Deleted)), slices.Sorted(slices.Values(segs))) {
+		t.Fatalf("segments deleted %v, plan %v", rep.Cut.Deleted, segs)
+	}
+	for _, q := range rep.Queues {
+		r, ok := queues[q.Queue]
+		switch {
+		case q.Dropped == 0 && !q.Rebuilt:
+		case !ok:
+			t.Fatalf("queue %s changed (%+v) without a plan:\n%s", q.Queue, q, repairText(rep))
+		case r.Whole != q.Rebuilt || (!q.Unreadable && r.Count != q.Dropped):
+			t.Fatalf("queue %s: %+v, plan %+v", q.Queue, q, r)
+		}
+		delete(queues, q.Queue)
+	}
+	if len(queues) > 0 {
+		t.Fatalf("planned queue removals not done: %+v", queues)
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(rep.IndexDeleted)), slices.Sorted(slices.Values(index))) {
+		t.Fatalf("index files deleted %v, plan %v:\n%s", rep.IndexDeleted, index, repairText(rep))
+	}
 }

@@ -255,6 +255,7 @@ func TestRocketMQCrashImages(t *testing.T) {
 				t.Fatalf("verify ends the log at %d, below the synced %d:\n%s", end, s.end, dump(r))
 			}
 			rep := mustRepair(t, options(img, testDir))
+			requirePlanMatches(t, rep)
 			after := rep.After
 			if after == nil {
 				after = rep.Before
