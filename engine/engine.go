@@ -177,7 +177,7 @@ func Open(opts Options) (_ *Engine, err error) {
 	if !opts.NoPropCRC {
 		ckp.PropCRCFrom = end
 		if from := propCRCFrom(cp); from >= 0 && from <= end {
-			ckp.PropCRCFrom = from
+			ckp.PropCRCFrom = max(from, e.recovery.NoPropCRCEnd)
 		}
 	}
 	if err := ckp.Thorough(); err != nil {

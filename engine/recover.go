@@ -29,6 +29,9 @@ type Recovery struct {
 	Tail    string
 	Corrupt string
 	Cut     int64
+	// NoPropCRCEnd is the end of the last record scanned without the __CRC32# property (0:
+	// none): what another writer appended, so the property is claimed only from there on.
+	NoPropCRCEnd int64
 	// IndexDropped lists IndexFiles dropped because they held entries past the end;
 	// IndexEntriesDropped counts entries of the newest file dropped as unsound after a crash.
 	IndexDropped        []string
@@ -97,10 +100,9 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 	builder := e.builder
 	log := e.opts.Logger
 	res, err := e.log.Recover(commitlog.RecoverOptions{
-		From:           from,
-		RequirePropCRC: propCRCFrom(cp) >= 0,
-		PropCRCFrom:    propCRCFrom(cp),
-		Sealed:         sealed,
+		From:    from,
+		PropCRC: cp.PropCRCRule(),
+		Sealed:  sealed,
 		// A clean shutdown writes its last checkpoint with everything synced and dispatched.
 		CleanEnd: clean && cp.Ext.Valid && cp.Ext.DispatchedOffset == cp.Ext.DurableOffset,
 		Check:    commitlog.Check{},
@@ -113,7 +115,7 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 		return nil, fmt.Errorf("recover commitlog: %w", err)
 	}
 	rep.Start, rep.End, rep.Records, rep.Bytes = res.Start, res.End, res.Records, res.Bytes
-	rep.Tail, rep.Cut = res.Tail.String(), res.Cut
+	rep.Tail, rep.Cut, rep.NoPropCRCEnd = res.Tail.String(), res.Cut, res.NoPropCRCEnd
 	if res.Corrupt != nil {
 		rep.Corrupt = res.Corrupt.Error()
 	}

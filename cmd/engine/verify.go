@@ -35,13 +35,16 @@ type checkFlags struct {
 	IndexSlots    int      `help:"IndexFile hash slots per file, as the store was written." default:"5000000"`
 	IndexEntries  int      `help:"IndexFile entries per file, as the store was written." default:"20000000"`
 	NoIndex       bool     `help:"The store is written without an IndexFile: neither check nor build one."`
-	NoPropCRC     bool     `name:"no-prop-crc" help:"The store is written without the whole-record __CRC32# property: check it only where present."`
+	NoPropCRC     bool     `name:"no-prop-crc" help:"Require the whole-record __CRC32# property nowhere (by default it is required where the checkpoint says the engine wrote it on every record); it is checked where present either way."`
+
+	DryRun   bool `name:"dry-run" help:"With repair: print what the repair would remove (file, range, count, reason) and change nothing."`
+	ForceCut bool `name:"force-cut" help:"With repair: cut the CommitLog even where RocketMQ's own recovery would keep the records cut (they fail only the engine's whole-record CRC or PHYSICALOFFSET check); without it such a repair is refused."`
 }
 
 // verifyCmd is `engine verify`: a full read-only check of a store, without its lock.
 type verifyCmd struct {
 	Flags  checkFlags `embed:""`
-	Repair bool       `help:"Repair the store when problems are found: take the store's lock (refused while an engine runs), cut the CommitLog at the first invalid record, rebuild the derived files, rewrite the checkpoint, and report exactly what was removed."`
+	Repair bool       `help:"Repair the store when problems are found, as engine repair does (see engine repair --help)."`
 }
 
 // repairCmd is `engine repair`, the same as `engine verify --repair`.
@@ -52,6 +55,25 @@ type repairCmd struct {
 func (c *verifyCmd) Run() error { return runCheck(c.Flags, c.Repair) }
 
 func (c *repairCmd) Run() error { return runCheck(c.Flags, true) }
+
+// Help is the long help of engine repair.
+func (c *repairCmd) Help() string {
+	return `Repair takes the store's lock (refused while an engine runs) and verifies the store. If it
+finds problems, it first prints its plan: every removal, with its file, range, count and
+reason (the CommitLog cut at the first invalid record and the segments after it, the
+ConsumeQueue units and IndexFiles that are wrong or point past the new end). Only then does it
+cut the CommitLog, rebuild the derived files, rewrite the checkpoint and report what it did.
+With --dry-run it prints the plan and changes nothing. With --json the plan is part of the one
+report printed at the end: use --dry-run to see it first.
+
+A record without the __CRC32# property is valid on its body CRC (RocketMQ writes none by
+default); the property is required only where the checkpoint says the engine wrote it on
+every record. Repair never removes a record that RocketMQ's own recovery keeps (one that fails
+only the engine's stricter checks) unless --force-cut is given.
+
+Exit codes: 0 nothing to repair, 1 repaired (or, with --dry-run, a repair is needed) or failed,
+2 usage.`
+}
 
 // runCheck runs the command and exits with its code: kong's Run can only fail with 1, and a
 // verify that found problems has a report to print, not an error.
@@ -78,6 +100,8 @@ func (f checkFlags) options() verify.Options {
 		IndexEntries:      f.IndexEntries,
 		NoIndex:           f.NoIndex,
 		NoPropCRC:         f.NoPropCRC,
+		DryRun:            f.DryRun,
+		ForceCut:          f.ForceCut,
 		MaxProblems:       f.MaxProblems,
 	}
 }
@@ -118,7 +142,17 @@ func (f checkFlags) execute(ctx context.Context, stdout, stderr io.Writer, tty, 
 	return exitConsistent, nil
 }
 
+// repair repairs the store. In text, what was found and the plan are printed before the
+// repair changes anything, then what it did; in JSON, one report at the end.
 func (f checkFlags) repair(ctx context.Context, opts verify.Options, stdout, stderr io.Writer) (int, error) {
+	var printed bool
+	var perr error
+	if !f.JSON {
+		opts.OnPlan = func(before *verify.Report, p *verify.Plan) {
+			printed = true
+			perr = errors.Join(before.WriteText(stdout), p.WriteText(stdout))
+		}
+	}
 	rep, err := verify.Repair(ctx, opts)
 	if code, ok := usage(err, stderr); ok {
 		return code, nil
@@ -126,7 +160,14 @@ func (f checkFlags) repair(ctx context.Context, opts verify.Options, stdout, std
 	if rep == nil {
 		return 0, err
 	}
-	if perr := f.print(stdout, rep); perr != nil {
+	if perr == nil {
+		if printed {
+			perr = rep.WriteDoneText(stdout)
+		} else {
+			perr = f.print(stdout, rep)
+		}
+	}
+	if perr != nil {
 		return 0, errors.Join(err, perr)
 	}
 	switch {

@@ -117,7 +117,13 @@ type segScan struct {
 	dataEnd         int64
 	salvaged        int64
 	salvageUnparsed int64
-	err             error // an I/O or mapping error: the segment could not be read
+	// For a corrupt tail: how many records from end on RocketMQ's own recovery keeps (it checks
+	// structure and BODYCRC only), and where they end.
+	rmqRecords int64
+	rmqEnd     int64
+	// noPropEnd is the end of the last valid record without the __CRC32# property (0: none).
+	noPropEnd int64
+	err       error // an I/O or mapping error: the segment could not be read
 }
 
 // scanLog scans every segment of the log in parallel.
@@ -156,10 +162,13 @@ func (v *verifier) scanSegment(ctx context.Context, f *segment.File, probeAt int
 				return errChunk
 			}
 			phys := s.base + int64(off)
-			if got := rec.PhysicalOffset(); got != phys {
-				return &commitlog.CorruptError{Off: off, Reason: commitlog.ReasonPhysOffset, Got: got, Want: phys}
+			if err := commitlog.CheckPlaced(off, phys, rec, v.rule); err != nil {
+				return err
 			}
 			n := int64(rec.TotalSize())
+			if !rec.HasPropCRC() {
+				s.noPropEnd = phys + n
+			}
 			if pr >= int64(off) && pr < int64(off)+n {
 				s.at, s.atRecord = probeInside, phys
 				if pr == int64(off) {
@@ -212,6 +221,7 @@ func (v *verifier) scanSegment(ctx context.Context, f *segment.File, probeAt int
 	}
 	if s.tail == commitlog.TailCorrupt {
 		s.salvage(data)
+		s.rocketMQKeeps(data)
 	}
 	return s
 }
@@ -235,6 +245,17 @@ func (s *segScan) salvage(data []byte) {
 		pos += int64(rec.TotalSize())
 	}
 	s.salvageUnparsed = max(s.dataEnd-pos, 0)
+}
+
+// rocketMQKeeps measures what RocketMQ's recovery keeps from the corrupt end on: it checks the
+// structure and BODYCRC of each record, and neither its __CRC32# entry nor its PHYSICALOFFSET.
+// Repair never removes such records unless told to.
+func (s *segScan) rocketMQKeeps(data []byte) {
+	end, _, _ := commitlog.Scan(data, int(s.end), commitlog.Check{NoPropCRC: true}, func(int, commitlog.View) error {
+		s.rmqRecords++
+		return nil
+	})
+	s.rmqEnd = int64(end)
 }
 
 // lastNonZero is the length of b without its trailing zero bytes.
@@ -262,6 +283,7 @@ type chain struct {
 	full       bool       // the data ends at the end of the last segment
 	after      []*segScan // later segments that hold data
 	queues     queueSums  // merged over the chain, in log order
+	noPropEnd  int64      // the end of the last valid record without the __CRC32# property (0: none)
 	records    int64
 	bytes      int64
 	lastTS     int64
@@ -285,6 +307,7 @@ func (v *verifier) assemble(scans []*segScan) *chain {
 			c.lastTS = s.lastTS
 		}
 		c.maxTS = max(c.maxTS, s.maxTS)
+		c.noPropEnd = max(c.noPropEnd, s.noPropEnd)
 		for topic, byID := range s.queues {
 			for id, q := range byID {
 				c.queues.get([]byte(topic), id).merge(q)
@@ -343,7 +366,11 @@ func (v *verifier) checkChain(c *chain, durable int64) {
 	case s.tail == commitlog.TailCorrupt:
 		why = reasonText(s.corrupt)
 		if ce, ok := errors.AsType[*commitlog.CorruptError](s.corrupt); ok && ce.Reason == commitlog.ReasonPropCRCMissing {
-			why += " (a store written without it, engine run --no-prop-crc, is verified with --no-prop-crc)"
+			why += fmt.Sprintf(" (the checkpoint says the engine wrote every record in [%d, %d) with it: damage to its own name)", v.rule.From, v.rule.To)
+		}
+		if s.rmqRecords > 0 {
+			why += fmt.Sprintf("; RocketMQ's own recovery, which checks only the structure and the body CRC, keeps this record and %d more in [%d, %d)",
+				s.rmqRecords-1, c.end, s.base+s.rmqEnd)
 		}
 	default:
 		why = "the data ends here, but later segments hold data"

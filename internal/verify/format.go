@@ -22,9 +22,9 @@ func (r *Report) writeText(b *bufio.Writer, indent string) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, indent+format+"\n", args...) }
 	l := r.CommitLog
 	p("store %s", r.Store)
-	crc := "body CRC and whole-record CRC (required)"
-	if l.PropCRC != "required" {
-		crc = "body CRC and whole-record CRC (where present)"
+	crc := "body CRC and whole-record CRC (where present)"
+	if l.PropCRC == "required in range" {
+		crc = fmt.Sprintf("body CRC and whole-record CRC (required in [%d, %d), elsewhere where present)", l.PropCRCFrom, l.PropCRCTo)
 	}
 	p("  commitlog     %d segments of %s: [%d, %d), %s records, %s; %s checked", l.Segments, Bytes(l.SegmentSize),
 		l.Start, l.End, count(l.Records), Bytes(l.Bytes), crc)
@@ -55,8 +55,8 @@ func (r *Report) writeText(b *bufio.Writer, indent string) {
 	case !c.Present:
 		p("  checkpoint    none")
 	case c.Extension:
-		p("  checkpoint    durable %d, dispatched %d; physic %s, logics %s, index %s", c.DurableOffset, c.DispatchedOffset,
-			stamp(c.PhysicMsgTimestamp), stamp(c.LogicsMsgTimestamp), stamp(c.IndexMsgTimestamp))
+		p("  checkpoint    durable %d, dispatched %d, whole-record CRC from %d; physic %s, logics %s, index %s", c.DurableOffset,
+			c.DispatchedOffset, c.PropCRCFrom, stamp(c.PhysicMsgTimestamp), stamp(c.LogicsMsgTimestamp), stamp(c.IndexMsgTimestamp))
 	default:
 		p("  checkpoint    physic %s, logics %s, index %s (no offsets)", stamp(c.PhysicMsgTimestamp),
 			stamp(c.LogicsMsgTimestamp), stamp(c.IndexMsgTimestamp))
@@ -85,17 +85,78 @@ func (r *Report) writeText(b *bufio.Writer, indent string) {
 	p("verdict: %s", r.Verdict)
 }
 
-// WriteText writes the repair for people: what was found, exactly what was removed and
-// rebuilt, and the verification afterwards.
+// WriteText writes the repair for people: what was found, the plan (exactly what is removed),
+// what was removed and rebuilt, and the verification afterwards.
 func (r *RepairReport) WriteText(w io.Writer) error {
 	b := bufio.NewWriter(w)
 	r.Before.writeText(b, "")
+	if r.Plan != nil {
+		r.Plan.writeText(b)
+	}
+	r.writeDone(b)
+	return b.Flush()
+}
+
+// WriteDoneText writes what WriteText writes after the plan, for a caller that wrote the
+// verification and the plan before the repair changed anything.
+func (r *RepairReport) WriteDoneText(w io.Writer) error {
+	b := bufio.NewWriter(w)
+	r.writeDone(b)
+	return b.Flush()
+}
+
+// WriteText writes the plan for people: one line per removal with its file, range, count and
+// reason.
+func (p *Plan) WriteText(w io.Writer) error {
+	b := bufio.NewWriter(w)
+	p.writeText(b)
+	return b.Flush()
+}
+
+func (p *Plan) writeText(b *bufio.Writer) {
+	f := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
+	f("repair plan (worked out before anything is changed):")
+	if len(p.Removals) == 0 {
+		f("  remove        nothing; only missing units and index entries are added")
+	}
+	for _, r := range p.Removals {
+		verb := "cut"
+		if r.Whole {
+			verb = "delete"
+		}
+		var what string
+		switch r.Part {
+		case "commitlog":
+			what = fmt.Sprintf("[%d, %d): %s records", r.From, r.To, count(r.Count))
+		case "consumequeue":
+			what = fmt.Sprintf("units [%d, %d): %s units", r.From, r.To, count(r.Count))
+		default:
+			what = fmt.Sprintf("%s entries naming [%d, %d]", count(r.Count), r.From, r.To)
+		}
+		f("  %-13s %s %s (%s)", verb, r.File, what, r.Reason)
+	}
+	f("  keep          the CommitLog up to %d; the checkpoint then says durable = dispatched = %d, whole-record CRC from %d", p.End, p.End, p.PropCRCFrom)
+	if k := p.RocketMQKeeps; k != nil {
+		f("  RocketMQ      its own recovery keeps %s records of the cut, [%d, %d): repair removes them only with --force-cut", count(k.Records), k.From, k.To)
+	}
+}
+
+func (r *RepairReport) writeDone(b *bufio.Writer) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
 	if !r.Needed {
 		p("repair: nothing to repair")
-		return b.Flush()
+		return
 	}
-	p("repair:")
+	if r.DryRun {
+		p("repair: dry run, nothing was changed")
+		return
+	}
+	done := r.Checkpoint.Present
+	if done {
+		p("repair:")
+	} else {
+		p("repair: stopped before it was done (see the error); what it changed:")
+	}
 	if c := r.Cut; c != nil {
 		if c.Sealed {
 			p("  DATA LOSS: the cut is inside sealed data; every record after %d is gone", c.From)
@@ -131,8 +192,10 @@ func (r *RepairReport) WriteText(w io.Writer) error {
 	if o := r.OldCheckpoint; o != nil {
 		old = fmt.Sprintf("durable %d, dispatched %d", o.DurableOffset, o.DispatchedOffset)
 	}
-	p("  checkpoint    written: durable %d, dispatched %d, physic/logics %s, index %s (was %s)", c.DurableOffset, c.DispatchedOffset,
-		stamp(c.PhysicMsgTimestamp), stamp(c.IndexMsgTimestamp), old)
+	if done {
+		p("  checkpoint    written: durable %d, dispatched %d, whole-record CRC from %d, physic/logics %s, index %s (was %s)", c.DurableOffset,
+			c.DispatchedOffset, c.PropCRCFrom, stamp(c.PhysicMsgTimestamp), stamp(c.IndexMsgTimestamp), old)
+	}
 	if r.AbortRemoved {
 		p("  abort         removed: the engine opens the store as after a clean stop")
 	}
@@ -140,7 +203,6 @@ func (r *RepairReport) WriteText(w io.Writer) error {
 		p("after repair:")
 		r.After.writeText(b, "  ")
 	}
-	return b.Flush()
 }
 
 // Bytes formats a byte count with a binary unit.

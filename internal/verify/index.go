@@ -25,6 +25,7 @@ type indexCheck struct {
 	// firstPhy and lastPhy are the offsets of the first and last entry (-1 without entries).
 	firstPhy, lastPhy int64
 	pastEnd           int64 // entries past the log's end
+	endPhy            int64 // the header's endPhyOffset as the index service loads it (-1: unreadable)
 	// tail are the key hashes of the last entries, those naming lastPhy; onlyTail says every
 	// entry of the file names lastPhy (a roll in the middle of a record's keys).
 	tail     []int32
@@ -174,7 +175,7 @@ func parallel(ctx context.Context, workers, n int, fn func(i int)) {
 
 // openIndexFile opens one IndexFile read-only and reads its header as it is on disk.
 func (v *verifier) openIndexFile(name string) *indexFile {
-	ix := &indexFile{x: &indexCheck{name: name, firstPhy: -1, lastPhy: -1}}
+	ix := &indexFile{x: &indexCheck{name: name, firstPhy: -1, lastPhy: -1, endPhy: -1}}
 	g := v.opts.geometry()
 	f, err := indexfile.OpenFile(v.ro, name, g, 0, vfs.ReadOnly)
 	if err != nil {
@@ -199,6 +200,7 @@ func (v *verifier) openIndexFile(name string) *indexFile {
 		return ix
 	}
 	ix.f, ix.seg, ix.raw, ix.count = f, seg, raw, f.Header().IndexCount
+	ix.x.endPhy = f.EndPhyOffset()
 	ix.slots = seg.Data()[g.SlotOffset(0):g.EntryOffset(0)]
 	ix.reached = make([]uint64, (int64(ix.count)+63)/64)
 	return ix

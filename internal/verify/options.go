@@ -32,10 +32,22 @@ type Options struct {
 	// NoIndex says the store is written without an IndexFile (engine.Options.NoIndex): index
 	// files are then neither checked nor expected, and Repair builds none.
 	NoIndex bool
-	// NoPropCRC says the store is written without the whole-record __CRC32# property
-	// (engine.Options.NoPropCRC). By default every record must carry it: a record whose entry is
-	// damaged in its own name would otherwise pass with only its body checked.
+	// NoPropCRC requires the whole-record __CRC32# property nowhere. By default it is required
+	// where the checkpoint says the engine wrote it on every record (commitlog.PropCRCRule: a
+	// record whose entry is damaged in its own name would otherwise pass with only its body
+	// checked); it is checked wherever it is present either way.
 	NoPropCRC bool
+
+	// DryRun makes Repair stop after working out its Plan: it verifies under the lock, tells
+	// the plan, and changes nothing.
+	DryRun bool
+	// ForceCut lets Repair cut the CommitLog where RocketMQ's own recovery would keep the
+	// records cut (Plan.RocketMQKeeps): records that fail only the engine's stricter checks, the
+	// whole-record CRC or PHYSICALOFFSET. Without it Repair refuses before changing anything.
+	ForceCut bool
+	// OnPlan, when set, is told the verification Repair is based on and its plan, before
+	// anything is changed.
+	OnPlan func(*Report, *Plan)
 
 	// Workers bounds the goroutines that scan segments, queues and index files in parallel
 	// (GOMAXPROCS when 0).
@@ -119,8 +131,9 @@ func (o Options) geometry() indexfile.Geometry {
 	return indexfile.Geometry{Slots: int32(o.IndexSlots), Entries: int32(o.IndexEntries)}
 }
 
-// check is what every record is checked for: its body CRC and its whole-record CRC, which
-// must be there unless the store is written without it.
+// check is what every record is checked for in its own bytes, as recovery checks it: its
+// structure, its body CRC and its whole-record CRC where present. Where the entry is required
+// is the verifier's rule (commitlog.CheckPlaced).
 func (o Options) check() commitlog.Check {
-	return commitlog.Check{RequirePropCRC: !o.NoPropCRC}
+	return commitlog.Check{}
 }

@@ -26,6 +26,10 @@ type RepairReport struct {
 	After  *Report `json:"after,omitempty"`
 	// Needed says Before found problems.
 	Needed bool `json:"needed"`
+	// Plan is what the repair removes, worked out before anything was changed; DryRun says it
+	// was only worked out.
+	Plan   *Plan `json:"plan,omitempty"`
+	DryRun bool  `json:"dry_run,omitempty"`
 
 	// Cut is what was cut from the CommitLog; nil when the log was kept whole.
 	Cut *Cut `json:"cut,omitempty"`
@@ -86,7 +90,10 @@ var ErrNotRepairable = errors.New("verify: cannot repair")
 // Repair makes the store consistent again, the way the engine's recovery does but without
 // stopping at damage to sealed data: it takes the store's lock (failing with the
 // meta.InUseError of LockStore when an engine runs), verifies the store, and if anything is
-// wrong:
+// wrong, works out its Plan (every removal, with its file, range, count and reason) and tells
+// it to Options.OnPlan before changing anything. It stops there with Options.DryRun, and
+// refuses with ErrNotRepairable when the cut would remove records RocketMQ's own recovery keeps
+// (Plan.RocketMQKeeps) unless Options.ForceCut. Then it:
 //
 //   - cuts the CommitLog at the first invalid record, deleting later segments and zeroing the
 //     rest of the segment (commitlog.Log.Recover with Sealed 0: the engine's recovery refuses
@@ -126,6 +133,18 @@ func Repair(ctx context.Context, opts Options) (*RepairReport, error) {
 	rep.Needed = true
 	if err := v.repairable(); err != nil {
 		return rep, err
+	}
+	rep.Plan = v.plan()
+	if opts.OnPlan != nil {
+		opts.OnPlan(v.rep, rep.Plan)
+	}
+	if k := rep.Plan.RocketMQKeeps; k != nil && !opts.ForceCut {
+		return rep, fmt.Errorf("%w %s: cutting the CommitLog at %d would remove %d records in [%d, %d) that RocketMQ's own recovery keeps (they fail only the engine's stricter checks: %s); nothing was changed; repair with --force-cut to cut them anyway",
+			ErrNotRepairable, opts.Dir, k.From, k.Records, k.From, k.To, v.rep.CommitLog.TailReason)
+	}
+	if opts.DryRun {
+		rep.DryRun = true
+		return rep, nil
 	}
 	r := &repairer{v: v, opts: opts, rep: rep}
 	if err := r.repair(ctx); err != nil {
@@ -254,7 +273,7 @@ func (r *repairer) cutLog() error {
 	for _, f := range r.log.Queue().Files() {
 		before = append(before, f.Name())
 	}
-	res, err := r.log.Recover(commitlog.RecoverOptions{From: c.stop.base, Check: r.opts.check()})
+	res, err := r.log.Recover(commitlog.RecoverOptions{From: c.stop.base, Check: r.opts.check(), PropCRC: r.v.rule})
 	if err != nil {
 		return fmt.Errorf("cut the CommitLog: %w", err)
 	}
@@ -546,14 +565,15 @@ func (r *repairer) writeCheckpoint() error {
 		PhysicMsgTimestamp: ts,
 		LogicsMsgTimestamp: ts,
 		IndexMsgTimestamp:  indexTS,
-		Ext:                checkpoint.Ext{Valid: true, DurableOffset: r.end, DispatchedOffset: r.end},
+		Ext: checkpoint.Ext{Valid: true, DurableOffset: r.end, DispatchedOffset: r.end,
+			PropCRCFrom: r.rep.Plan.PropCRCFrom},
 	}
 	if err := checkpoint.Save(r.opts.FS, path.Join(r.opts.Dir, checkpoint.FileName), cp); err != nil {
 		return err
 	}
 	r.rep.Checkpoint = CheckpointReport{
 		Present: true, PhysicMsgTimestamp: ts, LogicsMsgTimestamp: ts, IndexMsgTimestamp: cp.IndexMsgTimestamp,
-		Extension: true, DurableOffset: r.end, DispatchedOffset: r.end,
+		Extension: true, DurableOffset: r.end, DispatchedOffset: r.end, PropCRCFrom: cp.Ext.PropCRCFrom,
 	}
 	return nil
 }

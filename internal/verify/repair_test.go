@@ -249,6 +249,7 @@ func TestDamageDetectedAndRepaired(t *testing.T) {
 			if !rep.Needed || rep.After == nil {
 				t.Fatalf("repair did nothing:\n%s", repairText(rep))
 			}
+			requirePlanMatches(t, rep)
 			requireClean(t, rep.After)
 			want := len(res)
 			if k := d.keep(res); k >= 0 {
@@ -347,7 +348,19 @@ func TestSealedCorruptionFollowedBySegments(t *testing.T) {
 	if d == nil || !d.Sealed || d.LaterRecords != later || len(d.LaterSegments) != len(segs) || r.Verdict != VerdictCorrupt {
 		t.Fatalf("drop %+v (want %d later records), verdict %s: %s", d, later, r.Verdict, p.Desc)
 	}
+	// The flipped byte is in BORNTIMESTAMP: only the whole-record CRC sees it, and RocketMQ's own
+	// recovery keeps the record and those after it in its segment. Repair refuses to cut them
+	// unless forced, and changes nothing.
+	before := hashFiles(t, fsys, testDir)
 	rep, err := Repair(context.Background(), options(fsys, testDir))
+	if !errors.Is(err, ErrNotRepairable) || !strings.Contains(err.Error(), "--force-cut") || rep == nil ||
+		rep.Plan == nil || rep.Plan.RocketMQKeeps == nil || rep.Plan.RocketMQKeeps.From != victim.PhysOffset || rep.Cut != nil {
+		t.Fatalf("unforced repair: %v\n%s", err, repairText(rep))
+	}
+	requireSameFiles(t, before, hashFiles(t, fsys, testDir))
+	opts := options(fsys, testDir)
+	opts.ForceCut = true
+	rep, err = Repair(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,6 +403,7 @@ func TestRepairAfterCrash(t *testing.T) {
 			if err != nil {
 				t.Fatalf("repair: %v\n%s", err, repairText(rep))
 			}
+			requirePlanMatches(t, rep)
 			after := rep.After
 			if after == nil {
 				after = rep.Before

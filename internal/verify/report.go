@@ -128,8 +128,12 @@ type LogReport struct {
 	// segment), "torn" or "corrupt"; TailReason says why for the last two.
 	Tail       string `json:"tail"`
 	TailReason string `json:"tail_reason,omitempty"`
-	// PropCRC says how the whole-record CRC was checked: "required" or "when present".
-	PropCRC string `json:"prop_crc"`
+	// PropCRC says how the whole-record CRC was checked: "required in range" (in [PropCRCFrom,
+	// PropCRCTo), where the checkpoint says the engine wrote it on every record, and where present
+	// elsewhere) or "where present".
+	PropCRC     string `json:"prop_crc"`
+	PropCRCFrom int64  `json:"prop_crc_from"`
+	PropCRCTo   int64  `json:"prop_crc_to"`
 	// LastStoreTimestamp is the store timestamp of the last valid record, MaxStoreTimestamp the
 	// newest of all (ms; 0 without records).
 	LastStoreTimestamp int64 `json:"last_store_timestamp"`
@@ -190,6 +194,9 @@ type CheckpointReport struct {
 	Extension        bool  `json:"extension"`
 	DurableOffset    int64 `json:"durable_offset"`
 	DispatchedOffset int64 `json:"dispatched_offset"`
+	// PropCRCFrom is the extension's offset from which the engine wrote the __CRC32# property on
+	// every record (-1: not every record).
+	PropCRCFrom int64 `json:"prop_crc_from"`
 }
 
 // collector gathers problems from several goroutines, listing at most max of each kind.

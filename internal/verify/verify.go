@@ -23,6 +23,7 @@ type verifier struct {
 	rep      *Report
 	problems *collector
 	log      *commitlog.Log // read-only; nil when the CommitLog cannot be read
+	rule     commitlog.PropCRCRule
 	expired  atomic.Int64
 
 	// What Repair needs besides the report.
@@ -84,10 +85,6 @@ func run(ctx context.Context, opts Options, locked bool) (*verifier, error) {
 		unindexed: -1,
 	}
 	v.rep.CommitLog.SegmentSize = opts.CommitLogFileSize
-	v.rep.CommitLog.PropCRC = "required"
-	if opts.NoPropCRC {
-		v.rep.CommitLog.PropCRC = "when present"
-	}
 	defer func() {
 		if v.log != nil {
 			v.log.Close()
@@ -137,6 +134,15 @@ func (v *verifier) verify(ctx context.Context) error {
 	var durable, dispatched int64 = 0, -1
 	if cpOK && cp.Ext.Valid {
 		durable, dispatched = cp.Ext.DurableOffset, cp.Ext.DispatchedOffset
+		v.rep.Checkpoint.PropCRCFrom = cp.Ext.PropCRCFrom
+	}
+	if cpOK && !v.opts.NoPropCRC {
+		v.rule = cp.PropCRCRule()
+	}
+	lr := &v.rep.CommitLog
+	lr.PropCRC, lr.PropCRCFrom, lr.PropCRCTo = "where present", v.rule.From, v.rule.To
+	if !v.rule.Empty() {
+		lr.PropCRC = "required in range"
 	}
 
 	// The CommitLog.

@@ -23,6 +23,9 @@ type Recovered struct {
 	// Cut bounds the bytes of a corrupt tail that were dropped: up to the old write position of
 	// the segment (a loaded segment counts as full, so this is an upper bound).
 	Cut int64
+	// NoPropCRCEnd is the end of the last valid record scanned without the __CRC32# property (0
+	// when every one had it): records from there on all carry it.
+	NoPropCRCEnd int64
 }
 
 // RecoverOptions say where recovery starts and what it may assume.
@@ -41,11 +44,9 @@ type RecoverOptions struct {
 	OnRecord func(phys int64, v View) error
 	// OnSegment, when set, is called as each segment is entered (progress).
 	OnSegment func(name string, off int64)
-	// RequirePropCRC makes every record from PropCRCFrom on carry the whole-record __CRC32#
-	// property: damage to the property's own name would otherwise make it look absent, and the
-	// record pass on its body CRC alone.
-	RequirePropCRC bool
-	PropCRCFrom    int64
+	// PropCRC says which records must carry the whole-record __CRC32# property (see
+	// PropCRCRule): the records the engine wrote with it.
+	PropCRC PropCRCRule
 	// CleanEnd says the log was closed cleanly with its end at From (the checkpoint written at
 	// shutdown says so): recovery then checks only that nothing starts there, instead of
 	// reading the whole unwritten rest of the segment, which costs seconds per GiB in page
@@ -87,11 +88,11 @@ func (l *Log) Recover(opts RecoverOptions) (Recovered, error) {
 		}
 		end, tail, err := Scan(f.Data(), pos, opts.Check, func(off int, v View) error {
 			phys := f.Base() + int64(off)
-			if v.PhysicalOffset() != phys {
-				return &CorruptError{Off: off, Reason: ReasonPhysOffset, Got: v.PhysicalOffset(), Want: phys}
+			if err := CheckPlaced(off, phys, v, opts.PropCRC); err != nil {
+				return err
 			}
-			if opts.RequirePropCRC && phys >= opts.PropCRCFrom && !v.HasPropCRC() {
-				return &CorruptError{Off: off, Reason: ReasonPropCRCMissing}
+			if !v.HasPropCRC() {
+				res.NoPropCRCEnd = phys + int64(v.TotalSize())
 			}
 			res.Records++
 			res.Bytes += int64(v.TotalSize())
