@@ -185,7 +185,10 @@ func (in *Ingress) Run(ctx context.Context) error {
 		return err
 	case ctx.Err() == nil:
 		// Not aborted: every worker ran finish, so everything received was sent on or answered.
-		in.log.Debug().Msg("ingress stopped")
+		st := in.Stats()
+		in.log.Info().Int64("received", st.Received).Int64("excluded", st.Excluded).Int64("encoded", st.Encoded).
+			Int64("rejected", sumCounts(st.Rejected)).Int64("dropped", st.Dropped).Int64("batched_received", st.Batched.Received).
+			Msg("ingress stopped: everything received was handed to the store or answered")
 		return nil
 	case parent.Err() != nil:
 		return parent.Err()

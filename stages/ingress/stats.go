@@ -100,3 +100,12 @@ func (in *Ingress) natsCounts() (dropped, pending int64) {
 	}
 	return dropped, pending
 }
+
+// sumCounts is the total of a per-code count map.
+func sumCounts(m map[int]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
