@@ -106,7 +106,7 @@ func (w *ackWriter) evicted(s *stream) {
 	w.buf = strconv.AppendInt(w.buf, CodeUnavailable, 10)
 	w.buf = append(w.buf, `,"description":`...)
 	w.buf = appendJSONString(w.buf, fmt.Sprintf(
-		"stream evicted: the engine tracks at most %d streams; resend what is not acked", w.t.cfg.MaxStreams))
+		"stream evicted: the engine tracks at most %d streams; nothing was lost: what is still unanswered is answered as it is stored, or resent on its timeout", w.t.cfg.MaxStreams))
 	w.buf = append(w.buf, '}')
 	w.finish(s.sentThrough)
 }
