@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/stages/ingress"
 )
 
 // validate checks the whole configuration of `engine run` and reports every problem at once,
@@ -140,6 +141,9 @@ func (v *validator) ingress() {
 	}
 	v.atLeast("topic_tokens", r.TopicTokens, 0)
 	v.atLeast("queues", r.Queues, 1)
+	if r.Queues > ingress.MaxQueuesPerTopic {
+		v.bad("queues", "%d: at most %d (a queue id is a 32-bit int)", r.Queues, ingress.MaxQueuesPerTopic)
+	}
 	for _, h := range []struct{ key, name string }{{"keys_header", r.KeysHeader}, {"tags_header", r.TagsHeader}, {"queue_key_header", r.QueueKeyHeader}} {
 		if h.name == "" && h.key == "queue_key_header" {
 			continue
