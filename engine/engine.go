@@ -84,6 +84,9 @@ func Open(opts Options) (_ *Engine, err error) {
 		return nil, errors.New("engine: no store directory")
 	}
 	opts = opts.withDefaults()
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	e := &Engine{opts: opts}
 	if e.retention, err = newRetention(e); err != nil {
 		return nil, err

@@ -3,6 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	appender "github.com/rocketstore/engine/append"
@@ -65,5 +70,40 @@ func TestQueueAtMaxOffset(t *testing.T) {
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOptionsPast32Bits: sizes that end up in 32-bit fields are refused past them, and Open
+// creates nothing; cut to 32 bits they wrapped (index sizes of 2^32 became 0, the default
+// geometry, silently; a 2 GiB segment is one RocketMQ's int positions cannot address). At the
+// limit itself the options pass the check.
+func TestOptionsPast32Bits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*Options)
+	}{
+		{"CommitLogFileSize", func(o *Options) { o.CommitLogFileSize = math.MaxInt32 + 1 }},
+		{"CommitLogFileSize", func(o *Options) { o.CommitLogFileSize = -1 }},
+		{"IndexSlots", func(o *Options) { o.IndexSlots, o.IndexEntries = 1<<32, 1<<32 }},
+		{"IndexEntries", func(o *Options) { o.IndexEntries = 1<<32 + 20_000_000 }},
+		{"MaxBodySize", func(o *Options) { o.MaxBodySize = math.MaxInt32 - payloadHeadroom + 1 }},
+	} {
+		dir := filepath.Join(t.TempDir(), "store")
+		o := testOptions(t, dir)
+		tc.set(&o)
+		if e, err := Open(o); err == nil || !strings.Contains(err.Error(), tc.name) {
+			if e != nil {
+				e.Close()
+			}
+			t.Errorf("%s: %v, want refused", tc.name, err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: the store directory was created (%v)", tc.name, err)
+		}
+	}
+	o := Options{CommitLogFileSize: math.MaxInt32, IndexSlots: math.MaxInt32, IndexEntries: math.MaxInt32,
+		MaxBodySize: math.MaxInt32 - payloadHeadroom}
+	if err := o.check(); err != nil {
+		t.Fatalf("at the limits: %v", err)
 	}
 }

@@ -63,12 +63,20 @@ func (v *validator) store() {
 	if r.Store == "" {
 		v.bad("store", "empty: give the store directory")
 	}
-	if r.CommitLogSize <= 0 {
-		v.bad("commit_log_size", "must be positive")
+	if r.CommitLogSize <= 0 || r.CommitLogSize > math.MaxInt32 {
+		v.bad("commit_log_size", "%d: must be positive and at most %d bytes (RocketMQ's int file size)", r.CommitLogSize, math.MaxInt32)
 	}
 	v.atLeast("cq_units", r.CQUnits, 1)
 	v.atLeast("index_slots", r.IndexSlots, 1)
 	v.atLeast("index_entries", r.IndexEntries, 1)
+	for _, n := range []struct {
+		key string
+		v   int
+	}{{"index_slots", r.IndexSlots}, {"index_entries", r.IndexEntries}} {
+		if n.v > math.MaxInt32 {
+			v.bad(n.key, "%d: at most %d (the IndexFile header's counts are 32-bit)", n.v, math.MaxInt32)
+		}
+	}
 	if r.MaxBody <= 0 || int64(r.MaxBody) > math.MaxInt32-64<<10 {
 		v.bad("max_body", "%d: must be positive and below 2 GiB - 64 KiB (NATS payloads are 32-bit)", r.MaxBody)
 	}
