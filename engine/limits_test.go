@@ -134,3 +134,16 @@ func TestGeneratedUniqKeyAcrossTheWrap(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayRateAtTheLimit: a paced replay's interval between two messages must fit a
+// time.Duration: a rate whose interval overflows it is refused, one just inside is taken. (The
+// schedule, interval × messages sent, overflows only 292 years after the start.)
+func TestReplayRateAtTheLimit(t *testing.T) {
+	for rate, ok := range map[float64]bool{1e-9: true, float64(time.Second) / math.MaxInt64 * 1.0001: true,
+		float64(time.Second) / math.MaxInt64: false, 1e-10: false, math.SmallestNonzeroFloat64: false} {
+		req := ReplayRequest{Topic: "t", Subject: "to", Mode: ReplayPaced, Rate: rate}
+		if err := checkReplay(&req); (err == nil) != ok {
+			t.Errorf("rate %g: %v, want accepted %v", rate, err, ok)
+		}
+	}
+}
