@@ -34,3 +34,16 @@ func TestUniqKeyPastInt32Milliseconds(t *testing.T) {
 		}
 	}
 }
+
+// TestUniqKeyCounterWrap: the counter is written as its low 16 bits (Java's (short) cast); across
+// its own 32-bit wrap (the seam sets it there) the written part goes on without a jump.
+func TestUniqKeyCounterWrap(t *testing.T) {
+	clock := &fakeClock{t: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g := NewUniqKeyGen(netip.MustParseAddr("127.0.0.1"), 1, 2, clock.now)
+	g.counter.Store(1<<32 - 2)
+	for _, want := range []string{"FFFE", "FFFF", "0000", "0001"} {
+		if k := g.Next(); k[len(k)-4:] != want {
+			t.Fatalf("key %s, want the counter part %s", k, want)
+		}
+	}
+}
