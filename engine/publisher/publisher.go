@@ -42,7 +42,8 @@ type Options struct {
 	AckSubject string
 	// Window bounds the messages in flight (4096): Publish waits while the message it would send
 	// is Window or more sequences past the oldest one not answered. It bounds the publisher's
-	// memory (Window messages kept for resending) and the engine's tracking of the stream.
+	// memory (Window messages kept for resending) and the engine's tracking of the stream. At
+	// most MaxWindow: New refuses more.
 	Window int
 	// AckTimeout is how long a message may go unanswered before it is sent again (5 s). The
 	// engine reports messages it never got as missing, so a timeout only covers what that
@@ -61,7 +62,8 @@ type Options struct {
 	OnResult func(f *Future, a Ack, err error)
 	// MaxPack bounds the messages of one pack (256): consecutive messages of one subject go out
 	// as one NATS message, which the engine splits again (see pack.go and docs/BATCHED-ACKS.md,
-	// "Packs"). 1 turns packing off: one NATS message per message.
+	// "Packs"). 1 turns packing off: one NATS message per message. More than MaxPackEntries is
+	// taken as MaxPackEntries, the engine's bound.
 	MaxPack int
 	// MaxPackBytes bounds a pack's body (64 KiB, and never more than half the server's max
 	// payload). A message bigger than that is sent alone.
