@@ -10,7 +10,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
@@ -59,6 +61,11 @@ type Config struct {
 	// StartOffset, when set, is the first offset of a queue that NextOffsets does not have: a
 	// queue that continues another engine's offsets (a partition taken over); ok false means 0.
 	StartOffset func(QueueKey) (off int64, ok bool)
+	// MaxQueueOffset is the last queue offset a ConsumeQueue can hold
+	// (consumequeue.Store.MaxQueueOffset); 0 means MaxInt64-1, where the counter itself stops. A
+	// record that would take an offset past it is refused with ErrQueueFull: stored, it could
+	// never be dispatched, and recovery would stop at it on every start.
+	MaxQueueOffset int64
 	// DedupeWindow and DedupeMax bound the memory of message ids seen (0 turns dedupe off).
 	DedupeWindow time.Duration
 	DedupeMax    int
@@ -74,6 +81,9 @@ type Config struct {
 	// are written (stages.DispatchFeed): dispatch then builds them without reading them back.
 	Feed *stages.DispatchFeed
 }
+
+// ErrQueueFull refuses a record whose queue has given out its last offset (Config.MaxQueueOffset).
+var ErrQueueFull = errors.New("appender: the queue has no offset left")
 
 // Stats are the appender's counters, read with Appender.Stats.
 type Stats struct {
@@ -102,6 +112,9 @@ func New(cfg Config) *Appender {
 		cfg.Now = time.Now
 	}
 	cfg.MaxBatch = max(cfg.MaxBatch, 1)
+	if cfg.MaxQueueOffset <= 0 {
+		cfg.MaxQueueOffset = math.MaxInt64 - 1
+	}
 	offsets := make(map[string]map[int32]*int64)
 	for k, next := range cfg.NextOffsets {
 		qs := offsets[k.Topic]
@@ -238,6 +251,12 @@ func (a *Appender) appendBatch(b *stages.Batch, now time.Time) {
 				qo = *next
 			} else if a.cfg.StartOffset != nil {
 				qo, _ = a.cfg.StartOffset(QueueKey{r.Topic, r.QueueID})
+			}
+			if qo > a.cfg.MaxQueueOffset {
+				r.Err = fmt.Errorf("%w: %s/%d is at offset %d, past its last, %d", ErrQueueFull, r.Topic, r.QueueID,
+					qo, a.cfg.MaxQueueOffset)
+				a.stats.errors.Add(1)
+				continue
 			}
 		}
 		rts := ts

@@ -90,6 +90,9 @@ func Open(opts Options) (_ *Engine, err error) {
 		return nil, errors.New("engine: no store directory")
 	}
 	opts = opts.withDefaults()
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	e := &Engine{opts: opts}
 	if e.retention, err = newRetention(e); err != nil {
 		return nil, err
@@ -227,7 +230,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		Log: e.log, In: e.in, Out: acks, Written: e.written, Dispatched: e.dispatched,
 		MaxLag: o.MaxDispatchLag, MaxBatch: o.MaxAppendBatch, NextOffsets: next, StartOffset: e.starts.start,
 		DedupeWindow: o.DedupeWindow, DedupeMax: dedupeMax, Kick: kick, Now: o.Now,
-		Gate: e.gate, Feed: feed,
+		Gate: e.gate, Feed: feed, MaxQueueOffset: e.cq.MaxQueueOffset(),
 	})
 	e.retention.checkDisk(o.Now()) // before the first batch: a full disk refuses from the start
 	alloc := &appender.Allocator{Prepare: e.log.PrepareNext, Kick: kick, Log: o.Logger.With().Str("stage", "allocate").Logger()}

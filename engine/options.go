@@ -2,6 +2,8 @@ package engine
 
 import (
 	"cmp"
+	"fmt"
+	"math"
 	"net/netip"
 	"time"
 
@@ -164,6 +166,27 @@ func (o Options) withDefaults() Options {
 	o.setRetention(o.Retention().withDefaults()) // retentionsettings.go
 	o.CleanFirstDelay = cmp.Or(o.CleanFirstDelay, time.Minute)
 	return o
+}
+
+// check refuses sizes that do not fit the 32-bit fields they end up in (RocketMQ's Java ints: a
+// segment's size and write position, the IndexFile header's counts, NATS's max payload): cut to
+// 32 bits, they would wrap into other sizes, or into the defaults.
+func (o Options) check() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+		max  int64
+	}{
+		{"CommitLogFileSize", o.CommitLogFileSize, math.MaxInt32},
+		{"IndexSlots", int64(o.IndexSlots), math.MaxInt32},
+		{"IndexEntries", int64(o.IndexEntries), math.MaxInt32},
+		{"MaxBodySize", int64(o.MaxBodySize), math.MaxInt32 - payloadHeadroom},
+	} {
+		if f.v < 0 || f.v > f.max {
+			return fmt.Errorf("engine: Options.%s %d: want 0 (the default) to %d", f.name, f.v, f.max)
+		}
+	}
+	return nil
 }
 
 // defaultStoreHost is Options.StoreHost's default.

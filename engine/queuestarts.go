@@ -58,8 +58,9 @@ func (s *queueStarts) start(k appender.QueueKey) (int64, bool) {
 // would have a hole or overlap, and StartQueue refuses. The start is persisted before it returns.
 // It first waits until everything written is dispatched, so that the queue's end is known.
 func (e *Engine) StartQueue(ctx context.Context, topic string, queueID int32, next int64) error {
-	if next < 0 {
-		return fmt.Errorf("engine: queue %s/%d: start offset %d", topic, queueID, next)
+	if next < 0 || next > e.cq.MaxQueueOffset()+1 {
+		return fmt.Errorf("engine: queue %s/%d: start offset %d: want 0 to %d, the end of a full queue", topic, queueID, next,
+			e.cq.MaxQueueOffset()+1)
 	}
 	if err := e.WaitDispatched(ctx, e.Offsets().Written); err != nil {
 		return err

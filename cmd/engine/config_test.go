@@ -410,6 +410,11 @@ func TestConfigValidation(t *testing.T) {
 		{[]string{"--password", "p", "--tlscert", filepath.Join(dir, "nope.pem")}, []string{`password (from flag): needs user`, `both tlscert and tlskey`}},
 		{[]string{"--store-host", "localhost", "--pprof", "--listen", "nohost"}, []string{`store_host (from flag): "localhost"`, `pprof (from flag): needs http`, `listen (from flag): "nohost"`}},
 		{[]string{"--js-filter", "x"}, []string{`js_filter (from flag): needs js_stream`}},
+		{[]string{"--queues", "4294967296"}, []string{`queues (from flag): 4294967296: at most 2147483647`}},
+		{[]string{"--commit-log-size", "2GiB", "--index-slots", "4294967296", "--index-entries", "4294967297"}, []string{
+			`commit_log_size (from flag): 2147483648: must be positive and at most 2147483647`,
+			`index_slots (from flag): 4294967296: at most 2147483647`, `index_entries (from flag): 4294967297: at most`,
+		}},
 	} {
 		r := mustParse(t, append([]string{"run", "--store", dir}, tc.args...)...)
 		err := r.validate()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -28,6 +29,9 @@ func (b *byteSize) UnmarshalText(text []byte) error {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 {
 		return fmt.Errorf("bad size %q: want bytes or a number with a unit (64MiB, 1GiB)", text)
+	}
+	if n > math.MaxInt64/mult {
+		return fmt.Errorf("bad size %q: more than 2^63-1 bytes", text) // n*mult would wrap
 	}
 	*b = byteSize(n * mult)
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/stages/ingress"
 )
 
 // validate checks the whole configuration of `engine run` and reports every problem at once,
@@ -62,12 +63,20 @@ func (v *validator) store() {
 	if r.Store == "" {
 		v.bad("store", "empty: give the store directory")
 	}
-	if r.CommitLogSize <= 0 {
-		v.bad("commit_log_size", "must be positive")
+	if r.CommitLogSize <= 0 || r.CommitLogSize > math.MaxInt32 {
+		v.bad("commit_log_size", "%d: must be positive and at most %d bytes (RocketMQ's int file size)", r.CommitLogSize, math.MaxInt32)
 	}
 	v.atLeast("cq_units", r.CQUnits, 1)
 	v.atLeast("index_slots", r.IndexSlots, 1)
 	v.atLeast("index_entries", r.IndexEntries, 1)
+	for _, n := range []struct {
+		key string
+		v   int
+	}{{"index_slots", r.IndexSlots}, {"index_entries", r.IndexEntries}} {
+		if n.v > math.MaxInt32 {
+			v.bad(n.key, "%d: at most %d (the IndexFile header's counts are 32-bit)", n.v, math.MaxInt32)
+		}
+	}
 	if r.MaxBody <= 0 || int64(r.MaxBody) > math.MaxInt32-64<<10 {
 		v.bad("max_body", "%d: must be positive and below 2 GiB - 64 KiB (NATS payloads are 32-bit)", r.MaxBody)
 	}
@@ -140,6 +149,9 @@ func (v *validator) ingress() {
 	}
 	v.atLeast("topic_tokens", r.TopicTokens, 0)
 	v.atLeast("queues", r.Queues, 1)
+	if r.Queues > ingress.MaxQueuesPerTopic {
+		v.bad("queues", "%d: at most %d (a queue id is a 32-bit int)", r.Queues, ingress.MaxQueuesPerTopic)
+	}
 	for _, h := range []struct{ key, name string }{{"keys_header", r.KeysHeader}, {"tags_header", r.TagsHeader}, {"queue_key_header", r.QueueKeyHeader}} {
 		if h.name == "" && h.key == "queue_key_header" {
 			continue

@@ -8,3 +8,10 @@ func WithClock(o Options, clock func() time.Duration) Options {
 	o.clock = clock
 	return o
 }
+
+// WithFirstSeq returns o with the stream starting at sequence seq (its floor seq-1), so that a
+// test reaches the end of the sequence space without publishing 2^63 messages.
+func WithFirstSeq(o Options, seq uint64) Options {
+	o.firstSeq = seq
+	return o
+}

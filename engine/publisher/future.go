@@ -36,6 +36,9 @@ var (
 	// ErrNotAcked: the message was sent MaxRetries+1 times without an answer. It may or may not
 	// be stored: an ack may have been lost with the engine that sent it.
 	ErrNotAcked = errors.New("publisher: no ack")
+	// ErrStreamExhausted: the stream has used its last sequence (MaxSeq); a new Publisher, with a
+	// new stream id, goes on.
+	ErrStreamExhausted = errors.New("publisher: the stream's sequences are used up (2^63-1): publish on a new stream")
 )
 
 // RefusedError is the engine's refusal of a message: nothing of it was stored. Codes as in the

@@ -39,6 +39,9 @@ const maxOpenPacks = 64
 // HeaderPack is the header of a pack: its entry count.
 const HeaderPack = "Rs-Pack"
 
+// MaxPackEntries is the most entries the engine takes in one pack; Options.MaxPack is held to it.
+const MaxPackEntries = 1 << 16
+
 // Defaults of the pack options.
 const (
 	DefaultMaxPack      = 256

@@ -13,6 +13,14 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// MaxWindow bounds Options.Window: the publisher keeps a ring of Window pointers, and the engine
+// tracks far fewer sequences ahead of a stream's cumulative ack (65,536 by default).
+const MaxWindow = 1 << 24
+
+// MaxSeq is the last sequence of a stream (the engine takes 1 to 2^63-1). A publisher that has
+// numbered it refuses every further Publish with ErrStreamExhausted.
+const MaxSeq = 1<<63 - 1
+
 // Defaults of Options.
 const (
 	DefaultWindow     = 4096
@@ -34,7 +42,8 @@ type Options struct {
 	AckSubject string
 	// Window bounds the messages in flight (4096): Publish waits while the message it would send
 	// is Window or more sequences past the oldest one not answered. It bounds the publisher's
-	// memory (Window messages kept for resending) and the engine's tracking of the stream.
+	// memory (Window messages kept for resending) and the engine's tracking of the stream. At
+	// most MaxWindow: New refuses more.
 	Window int
 	// AckTimeout is how long a message may go unanswered before it is sent again (5 s). The
 	// engine reports messages it never got as missing, so a timeout only covers what that
@@ -53,7 +62,8 @@ type Options struct {
 	OnResult func(f *Future, a Ack, err error)
 	// MaxPack bounds the messages of one pack (256): consecutive messages of one subject go out
 	// as one NATS message, which the engine splits again (see pack.go and docs/BATCHED-ACKS.md,
-	// "Packs"). 1 turns packing off: one NATS message per message.
+	// "Packs"). 1 turns packing off: one NATS message per message. More than MaxPackEntries is
+	// taken as MaxPackEntries, the engine's bound.
 	MaxPack int
 	// MaxPackBytes bounds a pack's body (64 KiB, and never more than half the server's max
 	// payload). A message bigger than that is sent alone.
@@ -70,6 +80,9 @@ type Options struct {
 	// clock, when set, is the publisher's clock (time since its start): tests move it by hand
 	// (export_test.go).
 	clock func() time.Duration
+	// firstSeq, when set, is the stream's first sequence instead of 1 (its floor the one below):
+	// tests start a stream at the end of the sequence space (export_test.go).
+	firstSeq uint64
 }
 
 // Stats are a publisher's counters.
@@ -162,6 +175,9 @@ func New(nc *nats.Conn, opts Options) (*Publisher, error) {
 	if opts.Window <= 0 {
 		opts.Window = DefaultWindow
 	}
+	if opts.Window > MaxWindow {
+		return nil, fmt.Errorf("publisher: window %d: at most %d", opts.Window, MaxWindow)
+	}
 	if opts.AckTimeout <= 0 {
 		opts.AckTimeout = DefaultAckTimeout
 	}
@@ -174,6 +190,7 @@ func New(nc *nats.Conn, opts Options) (*Publisher, error) {
 	if opts.MaxPack == 0 {
 		opts.MaxPack = DefaultMaxPack
 	}
+	opts.MaxPack = min(opts.MaxPack, MaxPackEntries) // a longer pack is refused whole
 	if opts.MaxPackBytes <= 0 {
 		opts.MaxPackBytes = DefaultMaxPackBytes
 	}
@@ -189,8 +206,9 @@ func New(nc *nats.Conn, opts Options) (*Publisher, error) {
 		window: uint64(opts.Window), publish: opts.PublishMsg,
 		stop: make(chan struct{}), loopDone: make(chan struct{}), retry: make(chan struct{}, 1),
 		packKick: make(chan struct{}, 1), packDone: make(chan struct{}), packs: map[string]*pack{},
-		next: 1, ring: make([]*Future, ring), mask: uint64(ring - 1), moved: make(chan struct{}), header: nats.Header{},
+		next: max(opts.firstSeq, 1), ring: make([]*Future, ring), mask: uint64(ring - 1), moved: make(chan struct{}), header: nats.Header{},
 	}
+	p.floor = p.next - 1
 	if p.publish == nil {
 		p.publish = nc.PublishMsg
 	}
@@ -284,6 +302,8 @@ func (p *Publisher) refuseLocked() error {
 		return p.fatal
 	case p.closed:
 		return ErrClosed
+	case p.next+uint64(p.unsent) > MaxSeq:
+		return ErrStreamExhausted // the messages waiting in packs are numbered first
 	}
 	return nil
 }
@@ -480,14 +500,21 @@ func (p *Publisher) applyLocked(a *wireAck, now instant) {
 	p.advanceLocked()
 }
 
-// ackRunLocked acks the open futures of a run of stored messages. p.mu must be held.
+// ackRunLocked acks the open futures of a run of stored messages. p.mu must be held. Only the
+// run's sequences in (floor, next) are visited: an ack's count and step come from the network,
+// and seq+k*step past 2^64 would wrap back into the window.
 func (p *Publisher) ackRunLocked(r *wireStored, now instant) {
 	step := max(r.Step, 1)
-	for k := uint64(0); k < r.Count; k++ {
+	if r.Count == 0 || r.Seq >= p.next {
+		return
+	}
+	k := uint64(0)
+	if r.Seq <= p.floor {
+		k = (p.floor-r.Seq)/step + 1 // the first k with r.Seq+k*step > floor
+	}
+	n := min(r.Count, (p.next-1-r.Seq)/step+1) // the run's sequences below next
+	for ; k < n; k++ {
 		seq := r.Seq + k*step
-		if seq >= p.next {
-			return
-		}
 		if f := p.pendingLocked(seq); f != nil {
 			p.ackLocked(f, Ack{Seq: seq, Topic: r.Topic, QueueID: r.QueueID,
 				QueueOffset: r.QueueOffset + int64(k), Duplicate: r.Dup}, now)

@@ -3,6 +3,7 @@ package ingress
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"runtime"
 	"strings"
@@ -27,6 +28,10 @@ const (
 	DefaultDrainTimeout   = 30 * time.Second
 	DefaultLogInterval    = 5 * time.Second
 )
+
+// MaxQueuesPerTopic bounds Config.QueuesPerTopic: a queue id is a Java int on disk (QUEUEID) and
+// in every ConsumeQueue's name.
+const MaxQueuesPerTopic = math.MaxInt32
 
 // Config wires an Ingress. Conn and Out are required; every other zero value has a default.
 type Config struct {
@@ -187,6 +192,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.QueuesPerTopic <= 0 {
 		c.QueuesPerTopic = DefaultQueuesPerTopic
+	}
+	if c.QueuesPerTopic > MaxQueuesPerTopic {
+		return c, fmt.Errorf("ingress: %d queues per topic: at most %d (a queue id is a 32-bit int)", c.QueuesPerTopic, MaxQueuesPerTopic)
 	}
 	if c.KeysHeader == "" {
 		c.KeysHeader = DefaultKeysHeader

@@ -40,8 +40,10 @@ type route struct {
 // topicState is shared by every subject of one topic.
 type topicState struct {
 	// next is the round-robin position for messages without a queue key. Atomic: subscriptions
-	// run their callbacks on separate goroutines.
-	next atomic.Uint32
+	// run their callbacks on separate goroutines. 64 bits and reduced unsigned: a 32-bit position
+	// would turn negative as an int32 after 2^31 messages and, as a uint32, skip queues at 2^32
+	// whenever the queue count does not divide it; 2^64 is never reached.
+	next atomic.Uint64
 }
 
 // router maps subjects to routes and messages to queues and workers. Safe for concurrent use.
@@ -124,9 +126,9 @@ func (r *router) keyedQueue(m *nats.Msg, rt *route) (int32, bool) {
 	return 0, false
 }
 
-// nextQueue is the topic's next queue, round-robin.
+// nextQueue is the topic's next queue, round-robin: always in [0, queues).
 func (r *router) nextQueue(rt *route) int32 {
-	return int32(rt.state.next.Add(1)-1) % r.queues
+	return int32((rt.state.next.Add(1) - 1) % uint64(r.queues))
 }
 
 // HashQueue is the queue id for a key: Java String.hashCode(key) % queues, negated when negative,

@@ -3,7 +3,6 @@ package consumequeue
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 
@@ -13,8 +12,14 @@ import (
 // pageSize is the unit of RocketMQ's flush accounting (OS_PAGE_SIZE).
 const pageSize = 4096
 
-// maxQueueOffset is the largest queue offset whose byte position fits in an int64.
-const maxQueueOffset = math.MaxInt64/UnitSize - 1
+// maxQueueOffset is the largest queue offset whose file, of fileSize bytes, ends at or below
+// 2^63-1 (segment.MaxEnd): past it a file's end, and the queue's positions after a restart,
+// would wrap negative.
+func maxQueueOffset(fileSize int64) int64 { return segment.MaxEnd(fileSize)/UnitSize - 1 }
+
+// MaxQueueOffset is the largest queue offset a queue of the Store can hold: a message past it
+// cannot be dispatched, so the writer must not give it out.
+func (s *Store) MaxQueueOffset() int64 { return maxQueueOffset(s.cfg.fileSize) }
 
 // ConsumeQueue is one (topic, queueId) queue: its files, its min and max offsets and the max
 // CommitLog offset its units reach. It is made by a Store.
@@ -189,8 +194,9 @@ func (cq *ConsumeQueue) Put(queueOffset int64, u Unit) error {
 	if !u.Valid() || u.End() < u.Phys {
 		return fmt.Errorf("%w: %s: %+v", ErrInvalidUnit, cq, u)
 	}
-	if queueOffset < 0 || queueOffset > maxQueueOffset {
-		return fmt.Errorf("%w: %s: queue offset %d", ErrInvalidUnit, cq, queueOffset)
+	if queueOffset < 0 || queueOffset > maxQueueOffset(cq.cfg.fileSize) {
+		return fmt.Errorf("%w: %s: queue offset %d (a queue holds offsets 0 to %d)", ErrInvalidUnit, cq, queueOffset,
+			maxQueueOffset(cq.cfg.fileSize))
 	}
 	if u.End() <= cq.maxPhys.Load() {
 		return nil

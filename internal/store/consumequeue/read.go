@@ -28,7 +28,7 @@ func (cq *ConsumeQueue) Read(from int64, dst []Unit) (int, error) {
 	}
 	defer cq.mu.RUnlock()
 	lo, hi := cq.minLogic.Load(), cq.endOf(q)
-	if from < 0 || from > maxQueueOffset || from*UnitSize < lo || from*UnitSize >= hi {
+	if from < 0 || from > maxQueueOffset(cq.cfg.fileSize) || from*UnitSize < lo || from*UnitSize >= hi {
 		return 0, fmt.Errorf("%w: %s: offset %d not in [%d, %d)", ErrOutOfRange, cq, from, lo/UnitSize, hi/UnitSize)
 	}
 	return readUnits(q, from*UnitSize, hi, dst)

@@ -72,8 +72,18 @@ func (f *File) resetEnd(end int32, emptyPhy, emptyTS int64) {
 		last := f.entryAt(end - 1)
 		f.setInt64(&f.endPhy, offEndPhyOffset, last.PhyOffset)
 		// The entry keeps seconds since the begin: the end time is known to that precision.
-		ts := f.beginTS.Load() + int64(last.TimeDiff)*1000
-		f.setInt64(&f.endTS, offEndTimestamp, min(ts, math.MaxInt64))
+		// Saturated: a torn begin near 2^63 would wrap the end negative, and a file whose end
+		// is negative is outside every time window.
+		ts, d := f.beginTS.Load(), int64(last.TimeDiff)*1000
+		switch {
+		case d > 0 && ts > math.MaxInt64-d:
+			ts = math.MaxInt64
+		case d < 0 && ts < math.MinInt64-d:
+			ts = math.MinInt64
+		default:
+			ts += d
+		}
+		f.setInt64(&f.endTS, offEndTimestamp, ts)
 	} else {
 		f.setInt64(&f.beginPhy, offBeginPhyOffset, emptyPhy)
 		f.setInt64(&f.beginTS, offBeginTimestamp, emptyTS)

@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -53,6 +54,14 @@ type Options struct {
 
 // ErrOutOfRange is returned for an offset that no file of the queue holds.
 var ErrOutOfRange = errors.New("segment: offset out of range")
+
+// ErrEnd is returned for a file that would end past 2^63-1: its positions (and RocketMQ's long
+// offsets) would wrap negative. A queue is full once its last file ends at MaxEnd.
+var ErrEnd = errors.New("segment: a file would end past 2^63-1")
+
+// MaxEnd is where the last file of size fileSize at a multiple of fileSize ends: the end of the
+// largest queue of such files.
+func MaxEnd(fileSize int64) int64 { return math.MaxInt64 / fileSize * fileSize }
 
 // Queue is the ordered set of files that make up one log: files are contiguous, each starting
 // where the previous one ends, and named by their base offset.
@@ -126,6 +135,10 @@ func Open(opts Options) (*Queue, error) {
 		if st.Size != opts.FileSize {
 			closeAll()
 			return nil, fmt.Errorf("segment: %s is %d bytes, want %d", name, st.Size, opts.FileSize)
+		}
+		if base > math.MaxInt64-opts.FileSize {
+			closeAll()
+			return nil, fmt.Errorf("%w: %s, of %d bytes", ErrEnd, name, opts.FileSize)
 		}
 		if n := len(files); n > 0 && files[n-1].End() != base {
 			closeAll()
@@ -315,6 +328,9 @@ func (q *Queue) Prepared() bool {
 // crash as soon as the file is used. REQUIRES: allocMu held.
 func (q *Queue) create(base int64) (*File, error) {
 	name := filepath.Join(q.opts.Dir, Name(base))
+	if base > math.MaxInt64-q.opts.FileSize {
+		return nil, fmt.Errorf("%w: %s, of %d bytes", ErrEnd, name, q.opts.FileSize)
+	}
 	reserve := q.opts.FileSize
 	if q.opts.ReserveStep > 0 {
 		reserve = min(q.opts.ReserveStep, q.opts.FileSize)
