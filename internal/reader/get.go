@@ -122,29 +122,26 @@ func (r *Reader) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 	if req.Wait <= 0 || r.dispatched == nil || r.off != nil {
 		return r.get(cq, req, f)
 	}
-	timer := time.NewTimer(req.Wait)
-	defer timer.Stop()
+	// One deadline for the whole poll, however often other queues' dispatch wakes it.
+	waitCtx, cancel := context.WithTimeout(ctx, req.Wait)
+	defer cancel()
 	for {
 		// Load the mark before reading the queue: a unit the read misses belongs to a
-		// record the mark had not passed yet, whose dispatch then wakes the wait.
+		// record the mark had not passed yet, whose dispatch then ends the wait.
 		mark := r.dispatched.Load()
 		res, err := r.get(cq, req, f)
 		if err != nil || !atHead(res, req.Offset) {
 			return res, err
 		}
 		req.Offset = res.NextOffset // past units filtered out up to the head
-		wake := r.dispatched.WaitChan(mark + 1)
 		if r.waiting != nil {
 			r.waiting()
 		}
-		select {
-		case <-wake:
-			if r.dispatched.Load() <= mark {
-				return res, nil // the watermark failed: the engine is stopping
-			}
-		case <-timer.C:
-			return res, nil
-		case <-ctx.Done():
+		// Wait, not a channel from WaitChan: a wait that ends on waitCtx takes its waiter
+		// off the mark, so polls that time out at an idle head leave nothing behind.
+		if err := r.dispatched.Wait(waitCtx, mark+1); err != nil {
+			// The wait ran out (nil: the last result), ctx ended (its error), or the mark
+			// failed because the engine is stopping (nil: the last result).
 			return res, ctx.Err()
 		}
 	}
