@@ -198,6 +198,10 @@ func isUnknownQueue(err error) bool {
 // to when a subject was given and that topic exists.
 func unknownTopic(ctx context.Context, src readSource, topic string) error {
 	msg := fmt.Sprintf("topic %q has no queues in this store (%s)", topic, src.where())
+	if o, ok := src.(*onlineSource); ok && o.partitions > 0 {
+		msg = fmt.Sprintf("no engine has topic %q: every one of the %d partitions answered, none holds a message of it (%s)",
+			topic, o.partitions, src.where())
+	}
 	if hint := subjectTopicHint(ctx, src, topic); hint != "" {
 		msg += "; " + hint
 	}

@@ -108,3 +108,30 @@ func TestLongPollLeavesNoWaiter(t *testing.T) {
 		})
 	})
 }
+
+// TestGetUnknownIsEmpty: with UnknownIsEmpty a queue the store does not have reads as an empty
+// one, and a long poll on it is woken by its first message.
+func TestGetUnknownIsEmpty(t *testing.T) {
+	s := newTestStore(t, vfs.NewMem(), "/store", small)
+	s.put(msg{body: body(0)}) // T/0 only
+	if _, err := s.r.Get(t.Context(), GetRequest{Topic: "T", QueueID: 5}); !errors.Is(err, ErrUnknownQueue) {
+		t.Fatalf("unknown queue: %v", err)
+	}
+	for _, req := range []GetRequest{{Topic: "T", QueueID: 5}, {Topic: "U", QueueID: 0}, {Topic: "T", QueueID: 5, Offset: 7}} {
+		req.UnknownIsEmpty = true
+		res, err := s.r.Get(t.Context(), req)
+		if err != nil || res.Status != NoMessageInQueue || res.NextOffset != 0 || res.MaxOffset != 0 || len(res.Messages) != 0 {
+			t.Fatalf("%+v: %+v, %v", req, res, err)
+		}
+	}
+	res, errc, waits := poll(t, t.Context(), s.r, GetRequest{Topic: "T", QueueID: 5, UnknownIsEmpty: true, Wait: time.Hour})
+	<-waits
+	s.put(msg{queue: 4, body: body(1)}) // another queue: wakes, finds no queue 5 yet, waits again
+	<-waits
+	s.put(msg{queue: 5, body: body(2)})
+	got := <-res
+	noErr(t, <-errc)
+	if got.Status != Found || len(got.Messages) != 1 || got.Messages[0].QueueID != 5 || got.NextOffset != 1 {
+		t.Fatalf("%v, %d messages, next %d", got.Status, len(got.Messages), got.NextOffset)
+	}
+}
