@@ -137,12 +137,6 @@ func (f *rdFixture) stop(t testing.TB) {
 // storeArgs read the store offline, its sizes read from its files.
 func (f *rdFixture) storeArgs() []string { return []string{"--store", f.dir} }
 
-// sizedStoreArgs read the store offline with the sizes it was written with given as flags.
-func (f *rdFixture) sizedStoreArgs() []string {
-	return []string{"--store", f.dir, "--commit-log-size", fmt.Sprint(rdSegment), "--cq-units", fmt.Sprint(rdUnits),
-		"--index-slots", fmt.Sprint(rdSlots), "--index-entries", fmt.Sprint(rdEntries)}
-}
-
 func (f *rdFixture) natsArgs() []string { return []string{"--nats", f.url} }
 
 // ordersIn lists the indexes of the orders stored in queue q, by queue offset.
@@ -448,7 +442,6 @@ func TestReadCommands(t *testing.T) {
 	t.Run("online", func(t *testing.T) { checkReadBack(t, f, f.natsArgs()) })
 	f.stop(t)
 	t.Run("offline-stopped", func(t *testing.T) { checkReadBack(t, f, f.storeArgs()) })
-	t.Run("offline-sizes-given", func(t *testing.T) { checkReadBack(t, f, f.sizedStoreArgs()) })
 }
 
 func TestReadCommandSourceErrors(t *testing.T) {

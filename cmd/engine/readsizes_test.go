@@ -120,6 +120,15 @@ func TestReadOfflineSizesFromFiles(t *testing.T) {
 	t.Run("stopped", check)
 }
 
+// TestReadCommandsSizesGiven: the read commands read back a store offline as well with the
+// sizes it was written with given as flags.
+func TestReadCommandsSizesGiven(t *testing.T) {
+	f := startReadEngine(t)
+	f.stop(t)
+	checkReadBack(t, f, []string{"--store", f.dir, "--commit-log-size", fmt.Sprint(rdSegment), "--cq-units",
+		fmt.Sprint(rdUnits), "--index-slots", fmt.Sprint(rdSlots), "--index-entries", fmt.Sprint(rdEntries)})
+}
+
 // TestReadOfflineRocketMQStore: the store RocketMQ 5.3.3 wrote (4 MiB segments, 500-unit
 // ConsumeQueue files, index files of 2000 slots and 8000 entries) is read by every read command
 // with no size flag: the messages its .jsonl lists, by queue, by key and by id.
