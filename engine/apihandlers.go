@@ -25,6 +25,7 @@ func (s *apiService) handleGet(req micro.Request) {
 		s.leave()
 		return
 	}
+	owned := ownsQueue(req, r.QueueID)
 	if r.WaitMs > 0 {
 		select {
 		case s.polls <- struct{}{}:
@@ -34,25 +35,27 @@ func (s *apiService) handleGet(req micro.Request) {
 				if f := hook(&s.polling); f != nil {
 					f()
 				}
-				out, err := s.get(r, false)
+				out, err := s.get(r, false, owned)
 				s.reply(req.Reply(), out, err)
 			}()
 			return
 		default:
 		}
 	}
-	out, err := s.get(r, r.WaitMs > 0)
+	out, err := s.get(r, r.WaitMs > 0, owned)
 	s.respond(req, out, err)
 	s.leave()
 }
 
 // get reads (waiting up to r.WaitMs unless skipWait) and encodes the reply within the limit.
-func (s *apiService) get(r api.GetRequest, skipWait bool) ([]byte, error) {
+// owned: the request came on the queue's partition subject, so the queue is this engine's and
+// one it does not have is empty.
+func (s *apiService) get(r api.GetRequest, skipWait, owned bool) ([]byte, error) {
 	limit := s.replyLimit()
 	asked := cmpOrInt(r.MaxBytes, reader.DefaultGetMaxBytes)
 	fit := max((limit-envelopeRoom)/4*3, 1) // base64 makes every byte 4/3; the rest is checked below
 	gr := GetRequest{Topic: r.Topic, QueueID: r.QueueID, Offset: r.Offset, Max: r.Max,
-		MaxBytes: min(asked, fit), Tags: r.Tags}
+		MaxBytes: min(asked, fit), Tags: r.Tags, UnknownIsEmpty: owned}
 	if !skipWait {
 		gr.Wait = time.Duration(min(r.WaitMs, api.MaxWaitMs)) * time.Millisecond
 	}

@@ -32,9 +32,11 @@ var partitionEndpoints = []string{api.EndpointGet, api.EndpointPull, api.Endpoin
 // of the partitions owned now.
 func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Partitions) error {
 	s.parts = parts
+	// On its partition's subject, a queue the owner does not have is one that has no message
+	// yet: get, pull and offset_for_time answer it as empty, not as unknown (servedPartition).
 	s.partHandlers = map[string]micro.HandlerFunc{
 		api.EndpointGet: s.handleGet, api.EndpointPull: s.handlePull,
-		api.EndpointOffsetForTime: s.inline(s.offsetForTime), api.EndpointQuery: s.inline(s.query),
+		api.EndpointOffsetForTime: s.handleOffsetForTime, api.EndpointQuery: s.inline(s.query),
 	}
 	s.partSubs = map[int][]*nats.Subscription{}
 	for _, p := range parts.OwnedNow() {
@@ -53,7 +55,8 @@ func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Par
 		name string
 		op   func([]byte) ([]byte, error)
 		// empty is the answer of an engine that does not have the topic: its partitions hold
-		// nothing of it, which is an answer, not an error.
+		// nothing of it, which is an answer, not an error (api.Client's *All take a partition
+		// no answer lists as empty, and a topic no engine lists as unknown everywhere).
 		empty func([]byte) ([]byte, error)
 	}{
 		{api.EndpointQuery, s.query, func([]byte) ([]byte, error) { return marshal(api.QueryReply{Messages: []api.Message{}}) }},
@@ -81,7 +84,7 @@ func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Par
 			}
 			defer s.leave()
 			out, err := ep.op(req.Data())
-			if err != nil && ep.empty != nil && errors.Is(err, ErrNotFound) {
+			if err != nil && ep.empty != nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnknownQueue)) {
 				out, err = ep.empty(req.Data())
 			}
 			s.respond(req, out, err, covered)
@@ -138,7 +141,7 @@ func (s *apiService) servePartition(p int) error {
 	for _, name := range partitionEndpoints {
 		h := s.partHandlers[name]
 		subject := api.PartitionSubject(s.prefix, p, name)
-		sub, err := s.nc.QueueSubscribe(subject, micro.DefaultQueueGroup, func(m *nats.Msg) { h(msgRequest{m}) })
+		sub, err := s.nc.QueueSubscribe(subject, micro.DefaultQueueGroup, func(m *nats.Msg) { h(msgRequest{m, p}) })
 		if err != nil {
 			for _, sub := range subs {
 				_ = sub.Unsubscribe()
@@ -165,8 +168,41 @@ func (s *apiService) unservePartition(p int) {
 }
 
 // msgRequest is a micro.Request over a plain subscription's message (servePartition), answered
-// as micro answers.
-type msgRequest struct{ m *nats.Msg }
+// as micro answers; part is the partition whose subject it came on.
+type msgRequest struct {
+	m    *nats.Msg
+	part int
+}
+
+// servedPartition is the partition whose subject req came on, -1 for the shared and fan-out
+// subjects.
+func servedPartition(req micro.Request) int {
+	if m, ok := req.(msgRequest); ok {
+		return m.part
+	}
+	return -1
+}
+
+// ownsQueue says req came on the subject of partition queueID: its owner answers a queue it
+// does not have as one without a message yet.
+func ownsQueue(req micro.Request, queueID int32) bool {
+	p := servedPartition(req)
+	return p >= 0 && int32(p) == queueID
+}
+
+// handleOffsetForTime answers offset_for_time on a partition's subject: 0 for the owner's
+// queue that has no message yet.
+func (s *apiService) handleOffsetForTime(req micro.Request) {
+	s.inline(func(data []byte) ([]byte, error) {
+		out, err := s.offsetForTime(data)
+		if err != nil && errors.Is(err, ErrUnknownQueue) {
+			if r, derr := decodeOffsetForTime(data); derr == nil && ownsQueue(req, r.QueueID) {
+				return marshal(api.OffsetForTimeReply{Offset: 0})
+			}
+		}
+		return out, err
+	})(req)
+}
 
 func (r msgRequest) Respond(data []byte, opts ...micro.RespondOpt) error {
 	out := &nats.Msg{Data: data}

@@ -193,6 +193,7 @@ func (s *apiService) handlePull(req micro.Request) {
 		s.leave()
 		return
 	}
+	owned := ownsQueue(req, r.QueueID)
 	if r.WaitMs > 0 {
 		select {
 		case s.polls <- struct{}{}:
@@ -202,13 +203,13 @@ func (s *apiService) handlePull(req micro.Request) {
 				if f := hook(&s.polling); f != nil {
 					f()
 				}
-				s.pull(r, reply, false)
+				s.pull(r, reply, false, owned)
 			}()
 			return
 		default:
 		}
 	}
-	s.pull(r, reply, r.WaitMs > 0)
+	s.pull(r, reply, r.WaitMs > 0, owned)
 	s.leave()
 }
 
@@ -234,8 +235,8 @@ func pullEndHeader(status string, next, count int64) nats.Header {
 }
 
 // pull reads r and sends its messages and then its end message to reply. It never returns an
-// error: a failure is told in the end message.
-func (s *apiService) pull(r api.PullRequest, reply string, skipWait bool) {
+// error: a failure is told in the end message. owned: as for get.
+func (s *apiService) pull(r api.PullRequest, reply string, skipWait, owned bool) {
 	maxMsgs := api.PullMax(r.Max)
 	maxBytes := min(cmpOrInt(r.MaxBytes, api.DefaultPullMaxBytes), api.MaxPullMaxBytes)
 	limit := s.replyLimit()
@@ -258,7 +259,7 @@ func (s *apiService) pull(r api.PullRequest, reply string, skipWait bool) {
 	// the last ended, until the bounds are reached or a Get finds nothing more now.
 	for count < maxMsgs && bytes < maxBytes {
 		gr := GetRequest{Topic: r.Topic, QueueID: r.QueueID, Offset: next, Max: min(maxMsgs-count, reader.MaxGetMax),
-			MaxBytes: maxBytes - bytes, Tags: r.Tags, NoPropertyMap: true}
+			MaxBytes: maxBytes - bytes, Tags: r.Tags, NoPropertyMap: true, UnknownIsEmpty: owned}
 		if count == 0 {
 			gr.Wait = wait // only while nothing was found
 		}

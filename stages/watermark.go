@@ -79,6 +79,14 @@ func (w *Watermark) Fail(err error) {
 	w.waiters = nil
 }
 
+// Waiters is how many waits are registered and not yet released: the long polls and stages
+// waiting on the mark now. A wait that gives up (ctx ended) is not counted any more.
+func (w *Watermark) Waiters() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.waiters)
+}
+
 // Err is the error the mark was failed with, or nil while its owner runs.
 func (w *Watermark) Err() error {
 	w.mu.Lock()

@@ -208,10 +208,7 @@ func TestWatermarkCancelledWaitIsForgotten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w.mu.Lock()
-	n := len(w.waiters)
-	w.mu.Unlock()
-	if n != 0 {
+	if n := w.Waiters(); n != 0 {
 		t.Fatalf("%d waiters left behind", n)
 	}
 }

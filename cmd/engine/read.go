@@ -27,8 +27,8 @@ import (
 // by default and, with --json, one JSON object per line.
 //
 // Exit codes: 0 success, 1 runtime error (unknown topic, offset out of range, no engine
-// answering...), 2 usage error (kong's parse and Validate errors, and a --store that is no
-// store).
+// answering...), 2 usage error (kong's parse and Validate errors, a --store that is no store,
+// and size flags that contradict the store's files).
 
 // readUsageExit is the exit code of a usage error (main maps kong's own to it too).
 const readUsageExit = 2
@@ -77,10 +77,11 @@ type readSourceFlags struct {
 
 	Online readNATSFlags `embed:""`
 
-	CommitLogSize byteSize `help:"Size of each CommitLog segment, as the store was written (offline)." default:"1GiB" group:"store sizes"`
-	CQUnits       int      `name:"cq-units" help:"ConsumeQueue units (20 bytes each) per file, as the store was written (offline)." default:"300000" group:"store sizes"`
-	IndexSlots    int      `help:"IndexFile hash slots per file, as the store was written (offline)." default:"5000000" group:"store sizes"`
-	IndexEntries  int      `help:"IndexFile entries per file, as the store was written (offline)." default:"20000000" group:"store sizes"`
+	// The sizes are read from the store's files; a flag given must agree with them.
+	CommitLogSize byteSize `help:"Size of each CommitLog segment (offline). Not needed: read from the store's files; if given, it must be theirs." group:"store sizes"`
+	CQUnits       int      `name:"cq-units" help:"ConsumeQueue units (20 bytes each) per file (offline). Not needed: read from the files; if given, it must be theirs." group:"store sizes"`
+	IndexSlots    int      `help:"IndexFile hash slots per file (offline). Not needed: read from the files; if given, it must be theirs." group:"store sizes"`
+	IndexEntries  int      `help:"IndexFile entries per file (offline). Not needed: read from the files; if given, it must be theirs." group:"store sizes"`
 }
 
 // readNATSFlags reach a running engine's read API (natscli's names and environment variables).
@@ -122,8 +123,8 @@ func (f *readSourceFlags) Validate() error {
 	case f.Store != "" && f.Online.NATS != "":
 		return errors.New("--store and --nats can't be used together: --store reads a store directory, --nats asks a running engine")
 	case f.Store != "":
-		if f.CommitLogSize <= 0 || f.CQUnits <= 0 || f.IndexSlots <= 0 || f.IndexEntries <= 0 {
-			return errors.New("--commit-log-size, --cq-units, --index-slots and --index-entries must be positive")
+		if f.CQUnits < 0 || f.IndexSlots < 0 || f.IndexEntries < 0 {
+			return errors.New("--cq-units, --index-slots and --index-entries must be positive (or left out: the store's files tell them)")
 		}
 		return nil
 	}
@@ -197,6 +198,10 @@ func isUnknownQueue(err error) bool {
 // to when a subject was given and that topic exists.
 func unknownTopic(ctx context.Context, src readSource, topic string) error {
 	msg := fmt.Sprintf("topic %q has no queues in this store (%s)", topic, src.where())
+	if o, ok := src.(*onlineSource); ok && o.partitions > 0 {
+		msg = fmt.Sprintf("no engine has topic %q: every one of the %d partitions answered, none holds a message of it (%s)",
+			topic, o.partitions, src.where())
+	}
 	if hint := subjectTopicHint(ctx, src, topic); hint != "" {
 		msg += "; " + hint
 	}
@@ -256,9 +261,14 @@ func openOfflineSource(dir string, opts reader.OfflineOptions) (*offlineSource, 
 		return nil, readUsageError{fmt.Errorf("no store at %s (it has no commitlog directory)", dir)}
 	}
 	r, err := reader.OpenOffline(nil, dir, opts)
-	if err != nil {
-		return nil, fmt.Errorf("open the store %s read-only: %w (are --commit-log-size, --cq-units, "+
-			"--index-slots and --index-entries the ones it was written with?)", dir, err)
+	switch {
+	case errors.Is(err, reader.ErrSizeMismatch):
+		return nil, readUsageError{fmt.Errorf("%w: leave out --commit-log-size, --cq-units, --index-slots and "+
+			"--index-entries, which the store's files tell", err)}
+	case errors.Is(err, reader.ErrSizeUnknown):
+		return nil, readUsageError{fmt.Errorf("%w: give --index-slots and --index-entries as the store was written", err)}
+	case err != nil:
+		return nil, fmt.Errorf("open the store %s read-only: %w (engine verify --store %s checks the whole store)", dir, err, dir)
 	}
 	return &offlineSource{r: r, dir: dir}, nil
 }

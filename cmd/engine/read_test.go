@@ -134,10 +134,8 @@ func (f *rdFixture) stop(t testing.TB) {
 	}
 }
 
-func (f *rdFixture) storeArgs() []string {
-	return []string{"--store", f.dir, "--commit-log-size", fmt.Sprint(rdSegment), "--cq-units", fmt.Sprint(rdUnits),
-		"--index-slots", fmt.Sprint(rdSlots), "--index-entries", fmt.Sprint(rdEntries)}
-}
+// storeArgs read the store offline, its sizes read from its files.
+func (f *rdFixture) storeArgs() []string { return []string{"--store", f.dir} }
 
 func (f *rdFixture) natsArgs() []string { return []string{"--nats", f.url} }
 
@@ -546,6 +544,7 @@ func TestReadExitCodes(t *testing.T) {
 		{with(f.storeArgs(), "get", "--queue", "0"), 2, "missing flags: --topic"},
 		{with(f.storeArgs(), "msg", "xyz"), 2, "malformed message id"},
 		{with(f.storeArgs(), "get", "--topic", "t", "--queue", "0", "--bogus"), 2, "unknown flag --bogus"},
+		{with(f.storeArgs(), "topics", "--commit-log-size", "1GiB"), 2, "CommitLog segments of " + f.dir + " are 1048576 bytes, not 1073741824"},
 	} {
 		code, out, errOut := run(c.args...)
 		if code != c.code || !strings.Contains(out+errOut, c.want) {

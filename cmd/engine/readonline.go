@@ -21,7 +21,12 @@ type onlineSource struct {
 	partitions int // > 0: partitioned engines (fan-out reads)
 }
 
-func (s *onlineSource) where() string { return "engine at " + s.url }
+func (s *onlineSource) where() string {
+	if s.partitions > 0 {
+		return "the engines reached through " + s.url
+	}
+	return "engine at " + s.url
+}
 
 func (s *onlineSource) close() error {
 	s.nc.Close()
@@ -75,6 +80,13 @@ func (s *onlineSource) get(ctx context.Context, req api.GetRequest) (*api.GetRep
 	}
 	if rep.Status == "" {
 		return nil, s.notAPI(api.EndpointGet)
+	}
+	if s.partitions > 0 && rep.Status == api.StatusNoMessageInQueue {
+		// The owner answers a queue it does not have as empty: a queue of a topic that no
+		// engine has is a mistake to say so, not an empty queue.
+		if _, err := s.offsets(ctx, req.Topic); isUnknownQueue(err) {
+			return nil, err
+		}
 	}
 	return rep, s.wholeBodies(ctx, rep.Messages)
 }
@@ -142,6 +154,10 @@ func (s *onlineSource) offsets(ctx context.Context, topic string) ([]api.QueueOf
 	}
 	if rep.Topic != topic {
 		return nil, s.notAPI(api.EndpointOffsets)
+	}
+	if s.partitions > 0 && len(rep.Queues) == 0 {
+		// Every partition answered and none holds a queue of the topic (api.Client.OffsetsAll).
+		return nil, fmt.Errorf("%w: no engine has topic %q", reader.ErrUnknownQueue, topic)
 	}
 	return rep.Queues, nil
 }

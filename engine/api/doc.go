@@ -54,7 +54,9 @@
 //	     is not a valid RocketMQ topic, a negative offset, count or queue id, a replay subject
 //	     with wildcards or over 1024 bytes, a pull's reply subject over 1024 bytes), an invalid
 //	     consumer group, a malformed message id
-//	404  unknown topic or queue, message not found (never stored, or deleted by retention)
+//	404  unknown topic or queue, message not found (never stored, or deleted by retention); on
+//	     a partition's own subjects (partitions.go) the owner answers a queue it does not have
+//	     as empty instead: it has no message yet
 //	429  too many replays running (Replay)
 //	500  anything else (a damaged store, a reply too large for the connection)
 //	501  query on a store whose message index is off

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,11 @@ import (
 //     covers (HeaderPartitions, HeaderPartitionCount). The client gathers until every partition
 //     is covered or the deadline passes; a gathered answer that misses partitions comes with a
 //     *PartialError naming them: never silently short.
+//   - A partition whose owner has no message of a topic is an empty queue of it, not an unknown
+//     one: on the partition's subjects get and pull answer NO_MESSAGE_IN_QUEUE at offset 0 (a
+//     long poll waits for the first message) and offset_for_time 0; a fan-out answer covers the
+//     partition without listing it, and OffsetsAll and OffsetsForTimeAll list it at 0. A topic
+//     that no answer lists is one no engine has: they return no queue at all.
 
 // Headers of a fan-out answer.
 const (
@@ -137,15 +143,21 @@ func (c *Client) fanOut(ctx context.Context, endpoint string, req any) (_ *nats.
 // gather sends req to the fan-out endpoint and hands each answer (decoded into a fresh T) to
 // each, until every partition is covered or ctx (or the client's timeout) ends.
 func gather[T any](ctx context.Context, c *Client, endpoint string, req any, each func(*T)) error {
+	_, err := gatherCovered(ctx, c, endpoint, req, each)
+	return err
+}
+
+// gatherCovered is gather that also returns which partitions the answers covered (nil when
+// no answer said).
+func gatherCovered[T any](ctx context.Context, c *Client, endpoint string, req any, each func(*T)) (covered []bool, err error) {
 	subject := c.prefix + "." + FanOutToken + "." + endpoint
 	sub, ctx, end, err := c.fanOut(ctx, endpoint, req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer end()
 	count := c.partitions
 	var (
-		covered []bool
 		left    int
 		errs    []error
 		answers int
@@ -161,7 +173,7 @@ func gather[T any](ctx context.Context, c *Client, endpoint string, req any, eac
 			break
 		}
 		if m.Header.Get("Status") == "503" && len(m.Data) == 0 {
-			return fmt.Errorf("api: %s: no engine answers: %w", subject, nats.ErrNoResponders)
+			return nil, fmt.Errorf("api: %s: no engine answers: %w", subject, nats.ErrNoResponders)
 		}
 		parts, n, ok := coveredBy(m)
 		if !ok {
@@ -195,12 +207,12 @@ func gather[T any](ctx context.Context, c *Client, endpoint string, req any, eac
 	}
 	if count == 0 || covered == nil {
 		if answers == 0 && len(errs) == 0 {
-			return fmt.Errorf("api: %s: no engine answered: %w", subject, waitErr)
+			return nil, fmt.Errorf("api: %s: no engine answered: %w", subject, waitErr)
 		}
 		covered, left = make([]bool, max(count, 0)), max(count, 0)
 	}
 	if left == 0 && count > 0 {
-		return nil
+		return covered, nil
 	}
 	pe := &PartialError{Count: count, Errors: errs}
 	for p, ok := range covered {
@@ -208,7 +220,7 @@ func gather[T any](ctx context.Context, c *Client, endpoint string, req any, eac
 			pe.Missing = append(pe.Missing, p)
 		}
 	}
-	return pe
+	return covered, pe
 }
 
 // coveredBy parses a fan-out answer's partition headers.
@@ -259,31 +271,52 @@ func (c *Client) QueryAll(ctx context.Context, req QueryRequest) (*QueryReply, e
 
 // OffsetsAll gathers the bounds of every queue (partition) of topic from every engine, by queue
 // id. A queue on several engines (history before a handoff on its former owner, or a standby)
-// spans them all: the lowest minimum and the highest maximum.
+// spans them all: the lowest minimum and the highest maximum. Every partition is a queue of
+// the topic: one the answers cover that no engine holds (no message of the topic went there
+// yet) is listed empty, at 0. No queue at all means that no engine has the topic.
 func (c *Client) OffsetsAll(ctx context.Context, topic string) (*OffsetsReply, error) {
 	out := &OffsetsReply{Topic: topic, Queues: []QueueOffsets{}}
 	byQueue := map[int32]QueueOffsets{}
-	err := gather(ctx, c, EndpointOffsets, OffsetsRequest{Topic: topic}, func(r *OffsetsReply) {
+	covered, err := gatherCovered(ctx, c, EndpointOffsets, OffsetsRequest{Topic: topic}, func(r *OffsetsReply) {
 		for _, q := range r.Queues {
 			prev, ok := byQueue[q.QueueID]
 			if !ok {
 				byQueue[q.QueueID] = q
 				continue
 			}
-			if q.MinOffset < prev.MinOffset {
+			// A tie takes the store time an empty queue (an owner's start) does not have.
+			if q.MinOffset < prev.MinOffset || (q.MinOffset == prev.MinOffset && prev.MinStoreTime == 0) {
 				prev.MinOffset, prev.MinStoreTime = q.MinOffset, q.MinStoreTime
 			}
-			if q.MaxOffset > prev.MaxOffset {
+			if q.MaxOffset > prev.MaxOffset || (q.MaxOffset == prev.MaxOffset && prev.MaxStoreTime == 0) {
 				prev.MaxOffset, prev.MaxStoreTime = q.MaxOffset, q.MaxStoreTime
 			}
 			byQueue[q.QueueID] = prev
 		}
 	})
+	for p := range emptyPartitions(covered, len(byQueue) > 0, func(p int32) bool { _, ok := byQueue[p]; return ok }) {
+		byQueue[p] = QueueOffsets{QueueID: p}
+	}
 	for _, q := range byQueue {
 		out.Queues = append(out.Queues, q)
 	}
 	slices.SortFunc(out.Queues, func(a, b QueueOffsets) int { return cmp.Compare(a.QueueID, b.QueueID) })
 	return out, err
+}
+
+// emptyPartitions yields the partitions that the answers covered and none listed (has), when
+// the topic is known at all: those hold no message of it yet.
+func emptyPartitions(covered []bool, known bool, has func(int32) bool) iter.Seq[int32] {
+	return func(yield func(int32) bool) {
+		if !known {
+			return
+		}
+		for p, ok := range covered {
+			if ok && !has(int32(p)) && !yield(int32(p)) {
+				return
+			}
+		}
+	}
 }
 
 // TopicsAll gathers the topics of every engine, with the union of their queues. When an engine's
@@ -366,16 +399,20 @@ type QueueOffsetAt struct {
 
 // OffsetsForTimeAll gathers, from every engine, the offset of every queue (partition) of topic
 // at ts (ms). A queue on several engines (history before a handoff) takes the lowest answer:
-// the old holder answers its end when all it holds is older.
+// the old holder answers its end when all it holds is older. A partition no engine holds is at
+// 0, as in OffsetsAll; no queue at all means that no engine has the topic.
 func (c *Client) OffsetsForTimeAll(ctx context.Context, topic string, ts int64) (*OffsetsForTimeReply, error) {
 	byQueue := map[int32]int64{}
-	err := gather(ctx, c, EndpointOffsetsForTime, OffsetsForTimeRequest{Topic: topic, Timestamp: ts}, func(r *OffsetsForTimeReply) {
+	covered, err := gatherCovered(ctx, c, EndpointOffsetsForTime, OffsetsForTimeRequest{Topic: topic, Timestamp: ts}, func(r *OffsetsForTimeReply) {
 		for _, q := range r.Queues {
 			if prev, ok := byQueue[q.QueueID]; !ok || q.Offset < prev {
 				byQueue[q.QueueID] = q.Offset
 			}
 		}
 	})
+	for p := range emptyPartitions(covered, len(byQueue) > 0, func(p int32) bool { _, ok := byQueue[p]; return ok }) {
+		byQueue[p] = 0
+	}
 	out := &OffsetsForTimeReply{Topic: topic, Queues: []QueueOffsetAt{}}
 	for q, off := range byQueue {
 		out.Queues = append(out.Queues, QueueOffsetAt{QueueID: q, Offset: off})

@@ -28,9 +28,11 @@
 // again, until something is found, the wait times out or ctx ends. Every unit is in its
 // ConsumeQueue before Dispatched passes its record, so a message that arrives during the read
 // cannot be missed: either the read saw its unit, or Dispatched had not yet passed it and its
-// dispatch wakes the wait. Nothing polls: the wait is a channel from Watermark.WaitChan. A
-// waiter wakes on every dispatch step of any queue (the watermark is store-wide), re-reads its
-// queue (a few atomic loads when nothing is new) and waits again.
+// dispatch wakes the wait. Nothing polls: the wait is Watermark.Wait, which takes its waiter
+// off the mark when the poll's deadline or ctx ends it, so that polls timing out at the head
+// of an idle queue leave nothing behind. A waiter wakes on every dispatch step of any queue
+// (the watermark is store-wide), re-reads its queue (a few atomic loads when nothing is new)
+// and waits again.
 //
 // # Offline readers
 //

@@ -48,6 +48,10 @@ type GetRequest struct {
 	// Wait makes a Get at the head of the queue wait up to this long for a new message
 	// (long polling). Ignored by an offline Reader.
 	Wait time.Duration
+	// UnknownIsEmpty reads a queue the store does not have as an empty one (NoMessageInQueue,
+	// offsets 0) instead of ErrUnknownQueue, and a long poll on it waits for its first message:
+	// for the owner of a partition, whose queue exists only once its first message is stored.
+	UnknownIsEmpty bool
 	// NoPropertyMap leaves Message.Properties nil (Tags, Keys, UniqKey and RawProperties are
 	// still set): building a map per message costs about a third of a Get of small messages.
 	NoPropertyMap bool
@@ -113,7 +117,7 @@ type GetResult struct {
 // messages before it and NextOffset at it.
 func (r *Reader) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 	cq, err := r.queue(req.Topic, req.QueueID)
-	if err != nil {
+	if err != nil && (!req.UnknownIsEmpty || !errors.Is(err, ErrUnknownQueue)) {
 		return GetResult{}, err
 	}
 	req.Max = min(cmpOr(req.Max, DefaultGetMax), MaxGetMax)
@@ -122,29 +126,30 @@ func (r *Reader) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 	if req.Wait <= 0 || r.dispatched == nil || r.off != nil {
 		return r.get(cq, req, f)
 	}
-	timer := time.NewTimer(req.Wait)
-	defer timer.Stop()
+	// One deadline for the whole poll, however often other queues' dispatch wakes it.
+	waitCtx, cancel := context.WithTimeout(ctx, req.Wait)
+	defer cancel()
 	for {
 		// Load the mark before reading the queue: a unit the read misses belongs to a
-		// record the mark had not passed yet, whose dispatch then wakes the wait.
+		// record the mark had not passed yet, whose dispatch then ends the wait.
 		mark := r.dispatched.Load()
+		if cq == nil {
+			// A queue's first dispatch creates it before Dispatched passes the record.
+			cq = r.cq.Find(req.Topic, req.QueueID)
+		}
 		res, err := r.get(cq, req, f)
 		if err != nil || !atHead(res, req.Offset) {
 			return res, err
 		}
 		req.Offset = res.NextOffset // past units filtered out up to the head
-		wake := r.dispatched.WaitChan(mark + 1)
 		if r.waiting != nil {
 			r.waiting()
 		}
-		select {
-		case <-wake:
-			if r.dispatched.Load() <= mark {
-				return res, nil // the watermark failed: the engine is stopping
-			}
-		case <-timer.C:
-			return res, nil
-		case <-ctx.Done():
+		// Wait, not a channel from WaitChan: a wait that ends on waitCtx takes its waiter
+		// off the mark, so polls that time out at an idle head leave nothing behind.
+		if err := r.dispatched.Wait(waitCtx, mark+1); err != nil {
+			// The wait ran out (nil: the last result), ctx ended (its error), or the mark
+			// failed because the engine is stopping (nil: the last result).
 			return res, ctx.Err()
 		}
 	}
@@ -170,8 +175,11 @@ func atHead(res GetResult, offset int64) bool {
 	return false
 }
 
-// get is one read of Get, without waiting.
+// get is one read of Get, without waiting; a nil cq is a queue not there yet (UnknownIsEmpty).
 func (r *Reader) get(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFilter) (GetResult, error) {
+	if cq == nil {
+		return GetResult{Status: NoMessageInQueue}, nil
+	}
 	release, err := r.use()
 	if err != nil {
 		return GetResult{}, err

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"net/netip"
 	"path"
-	"path/filepath"
 	"sync"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
@@ -17,16 +16,19 @@ import (
 	"github.com/rocketstore/engine/internal/vfs"
 )
 
-// OfflineOptions describe the store an offline Reader opens. The sizes must be the ones the
-// store was written with (the writer's engine.Options): a file of another size is refused,
-// and an IndexFile read with another geometry would find nothing. The zero value of each
-// field means the engine's default.
+// OfflineOptions describe the store an offline Reader opens. The sizes of its files are read
+// from the files (see sizes.go): leave them zero. A size given must be the one the files have,
+// or OpenOffline fails with ErrSizeMismatch rather than read the store wrong; it only decides
+// where the files cannot tell (a store with no such file yet, or IndexFiles that fit two
+// geometries: ErrSizeUnknown without it).
 type OfflineOptions struct {
-	// CommitLogFileSize is the CommitLog segment size (1 GiB).
+	// CommitLogFileSize is the CommitLog segment size (1 GiB when the log has no segment).
 	CommitLogFileSize int64
-	// ConsumeQueueUnits is the number of units per ConsumeQueue file (300,000).
+	// ConsumeQueueUnits is the number of units per ConsumeQueue file (300,000 when no queue
+	// has a file).
 	ConsumeQueueUnits int
-	// IndexSlots and IndexEntries are the IndexFile geometry (5,000,000 and 20,000,000).
+	// IndexSlots and IndexEntries are the IndexFile geometry (5,000,000 and 20,000,000 when
+	// there is no index file); either one alone narrows down what the files fit.
 	IndexSlots, IndexEntries int
 	// NoIndex leaves the IndexFiles closed: Query then fails with ErrIndexDisabled.
 	NoIndex bool
@@ -42,6 +44,10 @@ type offline struct {
 	dir  string
 	opts OfflineOptions
 
+	// refresh serializes Refresh, which alone changes sizes after the open.
+	refresh sync.Mutex
+	sizes   sizes
+
 	// mu is held shared by every read and exclusively by Refresh while it swaps the
 	// CommitLog and the index, and by Close.
 	mu     sync.RWMutex
@@ -56,23 +62,27 @@ func OpenOffline(fsys vfs.FS, dir string, opts OfflineOptions) (_ *Reader, err e
 	if fsys == nil {
 		fsys = vfs.Default
 	}
-	if opts.CommitLogFileSize == 0 {
-		opts.CommitLogFileSize = commitlog.DefaultFileSize
-	}
 	if _, err := fsys.Stat(dir); err != nil {
 		return nil, fmt.Errorf("reader: open %s: %w", dir, err)
 	}
-	r := &Reader{host: opts.StoreHost, off: &offline{fs: fsys, dir: dir, opts: opts}}
+	sz, err := newSizes(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{host: opts.StoreHost, off: &offline{fs: fsys, dir: dir, opts: opts, sizes: sz}}
 	defer func() {
 		if err != nil {
 			r.closeStores()
 		}
 	}()
+	if err := errors.Join(r.off.resolveLog(), r.off.resolveUnits()); err != nil {
+		return nil, err
+	}
 	if r.log, err = r.off.openLog(); err != nil {
 		return nil, err
 	}
 	if r.cq, err = consumequeue.Open(consumequeue.Options{
-		FS: fsys, Root: dir, UnitsPerFile: opts.ConsumeQueueUnits, MaxMapped: opts.MaxMappedQueues, ReadOnly: true,
+		FS: fsys, Root: dir, UnitsPerFile: r.off.sizes.units, MaxMapped: opts.MaxMappedQueues, ReadOnly: true,
 	}); err != nil {
 		return nil, err
 	}
@@ -87,9 +97,9 @@ func OpenOffline(fsys vfs.FS, dir string, opts OfflineOptions) (_ *Reader, err e
 
 func (o *offline) openLog() (*commitlog.Log, error) {
 	return commitlog.OpenLog(commitlog.LogOptions{
-		FS:       readOnlyFS{FS: o.fs, fileSize: o.opts.CommitLogFileSize},
-		Dir:      filepath.Join(o.dir, "commitlog"),
-		FileSize: o.opts.CommitLogFileSize,
+		FS:       readOnlyFS{FS: o.fs},
+		Dir:      o.sizes.commitLogDir,
+		FileSize: o.sizes.logSize,
 		ReadOnly: true,
 	})
 }
@@ -99,10 +109,13 @@ func (o *offline) openIndex() (*indexfile.Service, error) {
 	if o.opts.NoIndex {
 		return nil, nil
 	}
+	if err := o.resolveIndex(); err != nil {
+		return nil, err
+	}
 	return indexfile.Open(indexfile.Options{
 		FS:       o.fs,
-		Dir:      filepath.Join(o.dir, "index"),
-		Geometry: indexfile.Geometry{Slots: int32(o.opts.IndexSlots), Entries: int32(o.opts.IndexEntries)},
+		Dir:      o.sizes.indexDir,
+		Geometry: o.sizes.index,
 		ReadOnly: true,
 	})
 }
@@ -124,9 +137,17 @@ func (r *Reader) Refresh() error {
 	if o == nil {
 		return errors.New("reader: Refresh is for offline readers; an engine's reader is always current")
 	}
+	o.refresh.Lock()
+	defer o.refresh.Unlock()
 	// The ConsumeQueues first: every unit they show then names a record in a segment the
 	// CommitLog opened below has.
+	if err := o.checkUnits(); err != nil {
+		return err
+	}
 	if err := r.cq.Refresh(); err != nil {
+		return err
+	}
+	if err := o.resolveLog(); err != nil {
 		return err
 	}
 	o.mu.RLock()
@@ -179,7 +200,7 @@ func closeLogIf(l, keep *commitlog.Log) error {
 // logChanged says whether the CommitLog directory lists other segments than l has mapped.
 func (o *offline) logChanged(l *commitlog.Log) (bool, error) {
 	files := l.Queue().Files()
-	ents, err := readOnlyFS{FS: o.fs, fileSize: o.opts.CommitLogFileSize}.ReadDir(l.Queue().Dir())
+	ents, err := readOnlyFS{FS: o.fs}.ReadDir(l.Queue().Dir())
 	if errors.Is(err, fs.ErrNotExist) {
 		return len(files) > 0, nil
 	}
@@ -230,11 +251,12 @@ func (r *Reader) closeStores() error {
 }
 
 // readOnlyFS is the file system of an offline CommitLog: it refuses every change, and its
-// ReadDir leaves out a last segment whose size is not yet the segment size, which the writer
-// creates empty and sizes right after (listing it in between would make the open fail).
+// ReadDir leaves out a last segment of zero length, which the writer creates empty and sizes
+// right after (listing it in between would make the open fail). A last segment of any other
+// size is listed: one that is not the segment size is an error when it is opened, never a
+// segment silently left out.
 type readOnlyFS struct {
 	vfs.FS
-	fileSize int64
 }
 
 var errReadOnly = errors.New("reader: read-only")
@@ -272,7 +294,7 @@ func (readOnlyFS) SyncDir(dir string) error { return roErr("sync", dir) }
 // Lock refuses.
 func (readOnlyFS) Lock(name string) (io.Closer, error) { return nil, roErr("lock", name) }
 
-// ReadDir lists dir without a last segment that is still being created.
+// ReadDir lists dir without a last segment that is being created (zero length).
 func (f readOnlyFS) ReadDir(dir string) ([]vfs.DirEntry, error) {
 	ents, err := f.FS.ReadDir(dir)
 	if err != nil {
@@ -283,7 +305,7 @@ func (f readOnlyFS) ReadDir(dir string) ([]vfs.DirEntry, error) {
 		if _, ok := segment.ParseName(e.Name); e.IsDir || !ok {
 			continue
 		}
-		if st, err := f.FS.Stat(path.Join(dir, e.Name)); err != nil || st.Size != f.fileSize {
+		if st, err := f.FS.Stat(path.Join(dir, e.Name)); err != nil || st.Size == 0 {
 			ents = append(ents[:i:i], ents[i+1:]...)
 		}
 		break

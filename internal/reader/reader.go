@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -9,7 +10,6 @@ import (
 	"github.com/rocketstore/engine/internal/store/consumequeue"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/segment"
-	"github.com/rocketstore/engine/stages"
 )
 
 // Errors the Reader returns, wrapped with detail; compare with errors.Is.
@@ -33,6 +33,16 @@ var (
 	ErrClosed = errors.New("reader: closed")
 )
 
+// Watermark is what long polls wait on: the engine's Dispatched mark, which every record passes
+// once its ConsumeQueue unit and index keys are in place (*stages.Watermark is one).
+type Watermark interface {
+	// Load is the offset the mark is at.
+	Load() int64
+	// Wait returns nil once the mark is at or past off, an error once the mark failed below
+	// off, or ctx's error when ctx ends first; a wait that ends on ctx leaves nothing behind.
+	Wait(ctx context.Context, off int64) error
+}
+
 // Reader serves reads from a store. All its methods are safe for concurrent use, also with
 // the engine writing the store.
 //
@@ -41,8 +51,8 @@ var (
 // Reader made by OpenOffline owns read-only copies of the stores and must be closed.
 type Reader struct {
 	cq         *consumequeue.Store
-	dispatched *stages.Watermark // nil offline: no long polling
-	host       netip.AddrPort    // names message ids; invalid: each record's STOREHOST
+	dispatched Watermark      // nil offline: no long polling
+	host       netip.AddrPort // names message ids; invalid: each record's STOREHOST
 
 	// log and index are fixed for an engine's Reader; an offline Reader swaps them in Refresh
 	// under off.mu, which every read holds shared (see use).
@@ -50,8 +60,8 @@ type Reader struct {
 	index *indexfile.Service // nil when the index is off
 	off   *offline           // nil for an engine's Reader
 
-	// waiting, when set (tests), is called each time a long poll is about to block, after
-	// its wake-up channel is registered.
+	// waiting, when set (tests), is called each time a long poll is about to wait on the
+	// mark (a dispatch from then on ends that wait).
 	waiting func()
 }
 
@@ -60,7 +70,7 @@ type Reader struct {
 // ignored). storeHost is the engine's store host: message ids are made from it and the
 // physical offset, as the ids the engine hands to publishers are; the invalid AddrPort uses
 // each record's own STOREHOST field instead.
-func New(log *commitlog.Log, cq *consumequeue.Store, index *indexfile.Service, dispatched *stages.Watermark, storeHost netip.AddrPort) *Reader {
+func New(log *commitlog.Log, cq *consumequeue.Store, index *indexfile.Service, dispatched Watermark, storeHost netip.AddrPort) *Reader {
 	return &Reader{log: log, cq: cq, index: index, dispatched: dispatched, host: storeHost}
 }
 

@@ -97,7 +97,7 @@ func (o Options) config() (*config, error) {
 		c.maxMapped = DefaultMaxMapped()
 	}
 	if c.readOnly {
-		c.fs = readOnlyFS{ReadOnlyFS: vfs.ReadOnlyFS{FS: c.fs, Err: ErrReadOnly}, fileSize: c.fileSize}
+		c.fs = readOnlyFS{ReadOnlyFS: vfs.ReadOnlyFS{FS: c.fs, Err: ErrReadOnly}}
 	}
 	return c, nil
 }

@@ -222,15 +222,15 @@ func (cq *ConsumeQueue) filesChanged(q *segment.Queue) (bool, error) {
 }
 
 // readOnlyFS is the file system of a read-only Store: it maps files read-only and refuses
-// every change with ErrReadOnly. Its ReadDir leaves out a last segment file whose size is not
-// yet the file size: the writer creates a file empty and sizes it right after, and a reader
-// that listed it in between would fail to load the queue.
+// every change with ErrReadOnly. Its ReadDir leaves out a last segment file of zero length: the
+// writer creates a file empty and sizes it right after, and a reader that listed it in between
+// would fail to load the queue. A last file of any other size is listed, so that one that is
+// not the file size is an error when the queue is mapped, never a file silently left out.
 type readOnlyFS struct {
 	vfs.ReadOnlyFS
-	fileSize int64
 }
 
-// ReadDir lists dir without a last segment file that is still being created.
+// ReadDir lists dir without a last segment file that is being created (zero length).
 func (f readOnlyFS) ReadDir(dir string) ([]vfs.DirEntry, error) {
 	ents, err := f.FS.ReadDir(dir)
 	if err != nil {
@@ -241,7 +241,7 @@ func (f readOnlyFS) ReadDir(dir string) ([]vfs.DirEntry, error) {
 		if _, ok := segment.ParseName(e.Name); e.IsDir || !ok {
 			continue
 		}
-		if st, err := f.FS.Stat(path.Join(dir, e.Name)); err != nil || st.Size != f.fileSize {
+		if st, err := f.FS.Stat(path.Join(dir, e.Name)); err != nil || st.Size == 0 {
 			ents = append(ents[:i:i], ents[i+1:]...)
 		}
 		break
