@@ -215,7 +215,13 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		limit, level = e.written, e.written
 	}
 	e.noSpace.log = o.Logger.With().Str("stage", "dispatch").Logger()
-	e.noSpace.full = e.retention.kick
+	e.noSpace.changed = func(full bool) {
+		if full {
+			e.retention.kick()
+		} else {
+			e.retention.checkDisk(o.Now())
+		}
+	}
 	// The appender hands each round's records to dispatch, which then need not read them back.
 	// 256 Ki records (about 16 MiB) are far more than dispatch lags by in steady state; a full
 	// feed only drops rounds, which dispatch reads from the log.

@@ -15,8 +15,9 @@ import (
 type noSpace struct {
 	err atomic.Pointer[error]
 	log zerolog.Logger
-	// full is told when the refusal starts (retention's kick: a pass to make room at once).
-	full func()
+	// changed is told when the refusal starts (full) and ends: retention then runs a pass to
+	// make room at once, and measures the disk again once dispatch has found room.
+	changed func(full bool)
 }
 
 // set is the dispatcher's NoSpace hook: err while stalled, nil once it goes on.
@@ -24,14 +25,17 @@ func (n *noSpace) set(err error) {
 	if err == nil {
 		if n.err.Swap(nil) != nil {
 			n.log.Info().Msg("disk space is back: dispatch goes on and writes resume")
+			if n.changed != nil {
+				n.changed(false)
+			}
 		}
 		return
 	}
 	refusal := fmt.Errorf("engine: no disk space to grow the ConsumeQueue or the index (%w); writes resume once space is freed", err)
 	if n.err.Swap(&refusal) == nil {
 		n.log.Error().Err(err).Msg("no disk space for dispatch: refusing writes, retrying until space is freed")
-		if n.full != nil {
-			n.full()
+		if n.changed != nil {
+			n.changed(true)
 		}
 	}
 }
