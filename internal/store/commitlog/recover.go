@@ -48,8 +48,9 @@ type RecoverOptions struct {
 	PropCRCFrom    int64
 	// CleanEnd says the log was closed cleanly with its end at From (the checkpoint written at
 	// shutdown says so): recovery then checks only that nothing starts there, instead of
-	// reading the whole unwritten rest of the segment, which costs seconds per GiB in page
-	// faults. A record found there means the checkpoint was wrong: the full scan runs.
+	// proving the rest of the segment zero, which where the file system cannot say what is
+	// unwritten (or the rest was prefaulted) reads all of it. A record found there means the
+	// checkpoint was wrong: the full scan runs.
 	CleanEnd bool
 }
 
