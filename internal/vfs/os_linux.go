@@ -278,6 +278,12 @@ func (s *osSegment) AdviseRandom() { _ = unix.Madvise(s.data, unix.MADV_RANDOM) 
 // cache holds its page, so a segment is data up to where it was written (or read) and a hole
 // after. A file system without them reports the whole file as data, which is only slower.
 func (s *osSegment) DataExtents(from int64) ([]Extent, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("vfs: map data of %s: %w", s.name, os.ErrClosed)
+	}
 	size := int64(len(s.data))
 	f, err := os.Open(s.name)
 	if err != nil {

@@ -58,9 +58,10 @@ type RecoverOptions struct {
 // the log: later segments are deleted and the bytes after the end are zeroed, so a torn tail can
 // never be read back as data. Past the last record only the parts of the segment that the file
 // system says may hold data are read (ScanSparse, segment.File.ZeroFrom), so a crash restart
-// costs what was written after the checkpoint, not the size of the segment. Pages written but never synced reach the disk in any order, so
-// after the first invalid record everything is dropped, even valid records in later segments;
-// only data below opts.Sealed is protected, by refusing instead.
+// costs what was written after the checkpoint, not the size of the segment. Pages written but
+// never synced reach the disk in any order, so after the first invalid record everything is
+// dropped, even valid records in later segments; only data below opts.Sealed is protected, by
+// refusing instead.
 func (l *Log) Recover(opts RecoverOptions) (Recovered, error) {
 	l.cur = nil
 	files := l.q.Files()

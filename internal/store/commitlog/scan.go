@@ -225,8 +225,8 @@ func firstNonZeroIn(seg []byte, from int, extents []vfs.Extent) int {
 }
 
 // firstNonZero returns the index of the first non-zero byte of b, or -1. It reads 32 bytes per
-// step: a preallocated 1 GiB segment that ends early is mostly zeros, and recovery checks all of
-// them.
+// step: a preallocated 1 GiB segment that ends early is mostly zeros, and where the file system
+// cannot say which parts are unwritten recovery checks all of them.
 func firstNonZero(b []byte) int {
 	le := binary.LittleEndian
 	i := 0
