@@ -53,10 +53,11 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 	if err != nil {
 		return nil, fmt.Errorf("recover consumequeues: %w", err)
 	}
+	ext := e.extension(cp, cqEnd)
 	var from, sealed int64
 	switch {
-	case cp.Ext.Valid:
-		from, sealed = cp.Ext.DispatchedOffset, cp.Ext.DurableOffset
+	case ext.Valid:
+		from, sealed = ext.DispatchedOffset, ext.DurableOffset
 		rep.FromCheckpoint = true
 	case clean:
 		from = cqEnd // RocketMQ's normal recovery: dispatch from the ConsumeQueues' end
@@ -72,7 +73,7 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 			return nil, fmt.Errorf("check consumequeues: %w", err)
 		}
 	}
-	if e.index != nil && cp.Ext.Valid && !clean {
+	if e.index != nil && ext.Valid && !clean {
 		// The newest IndexFile's unflushed tail may be torn, and a slot pointing at a lost entry
 		// hides every older entry of its chain: keep the sound entries below from, relink the
 		// chains, and re-index what was dropped below from (re-dispatch does the rest).
@@ -87,7 +88,7 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 			}
 		}
 	}
-	if e.index != nil && !cp.Ext.Valid && !clean {
+	if e.index != nil && !ext.Valid && !clean {
 		// RocketMQ's rule after an abnormal exit: index files newer than the checkpoint may
 		// lack entries that never reached the disk.
 		dropped, err := e.index.DropNewerThan(cp.IndexMsgTimestamp)
@@ -103,8 +104,9 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 		From:    from,
 		PropCRC: cp.PropCRCRule(),
 		Sealed:  sealed,
-		// A clean shutdown writes its last checkpoint with everything synced and dispatched.
-		CleanEnd: clean && cp.Ext.Valid && cp.Ext.DispatchedOffset == cp.Ext.DurableOffset,
+		// A clean shutdown writes its last checkpoint with everything synced and dispatched;
+		// RocketMQ may have appended since it was written.
+		CleanEnd: clean && ext.Valid && !ext.Rewritten && ext.DispatchedOffset == ext.DurableOffset,
 		Check:    commitlog.Check{},
 		OnRecord: builder.Apply,
 		OnSegment: func(name string, off int64) {
@@ -148,6 +150,13 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 		return nil, err
 	}
 	e.dispatchedTS, e.indexFilled = builder.LastStoreTimestamp, builder.IndexFilled
+	if e.dispatchedTS == 0 {
+		// Nothing was re-dispatched: the checkpoint's timestamps still describe the data, which
+		// recovery has all flushed now. The first checkpoint of the run must carry them, or a
+		// kill -9 before the next thorough flush leaves RocketMQ a checkpoint of zeros: it would
+		// recover from the first file and drop every index file.
+		e.dispatchedTS = recoveredTimestamp(cp, e.opts.Now().UnixMilli())
+	}
 	next := make(map[appender.QueueKey]int64)
 	for topic, queues := range e.cq.MaxOffsets() {
 		for id, max := range queues {
@@ -159,12 +168,46 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 }
 
 // propCRCFrom is where the last run's records all carry the whole-record CRC, from the
-// checkpoint (-1 when it does not say).
+// checkpoint (-1 when it does not say, or when RocketMQ, which writes no such property, has run
+// on the store since).
 func propCRCFrom(cp checkpoint.Checkpoint) int64 {
-	if !cp.Ext.Valid {
+	if !cp.Ext.Valid || cp.Ext.Rewritten {
 		return -1
 	}
 	return cp.Ext.PropCRCFrom
+}
+
+// extension is what recovery takes from the checkpoint's extension. After RocketMQ ran on the
+// store (Rewritten) the offsets are a lower bound: RocketMQ may have appended records after them,
+// which the scan from there finds and re-dispatches, so they are never a reason to drop
+// anything. The scan then starts no later than the ConsumeQueues' end (RocketMQ's own view of
+// what it dispatched) and only where a record starts: RocketMQ may, in principle, have cut and
+// rewritten the log below them, and a scan from inside a record would take the rest of the log
+// for a torn tail. Where neither holds, recovery goes by RocketMQ's fields alone.
+func (e *Engine) extension(cp checkpoint.Checkpoint, cqEnd int64) checkpoint.Ext {
+	ext := cp.Ext
+	if !ext.Valid || !ext.Rewritten {
+		return ext
+	}
+	ext.DispatchedOffset = min(ext.DispatchedOffset, cqEnd)
+	if !e.log.StartsAt(ext.DispatchedOffset) {
+		e.opts.Logger.Warn().Int64("dispatched", cp.Ext.DispatchedOffset).Int64("consumequeues_end", cqEnd).
+			Msg("RocketMQ rewrote the checkpoint and no record starts where its offsets say: recovering by RocketMQ's fields")
+		return checkpoint.Ext{}
+	}
+	return ext
+}
+
+// recoveredTimestamp is the store timestamp a checkpoint written right after a recovery that
+// re-dispatched nothing may carry: the earlier of the loaded checkpoint's CommitLog and
+// ConsumeQueue timestamps, the point RocketMQ's abnormal recovery would start from, but never
+// later than now (a damaged value would make RocketMQ skip what this run writes).
+func recoveredTimestamp(cp checkpoint.Checkpoint, now int64) int64 {
+	ts := min(cp.PhysicMsgTimestamp, cp.LogicsMsgTimestamp)
+	if ts < 0 || ts > now {
+		return 0
+	}
+	return ts
 }
 
 // unitMatchesRecord says whether unit n of cq names a record of that queue at that offset.
@@ -178,16 +221,26 @@ func (e *Engine) unitMatchesRecord(cq *consumequeue.ConsumeQueue, n int64, u con
 		string(v.Topic()) == cq.Topic()
 }
 
-// loadCheckpoint reads the checkpoint; a missing one is a fresh store, a damaged one is logged
-// and recovery falls back to scanning from the ConsumeQueues' view.
+// loadCheckpoint reads the checkpoint; a missing one is a fresh store. An extension that is
+// damaged or of an unknown version is logged and left out: recovery then goes by RocketMQ's
+// fields, which are kept, as RocketMQ keeps them (they have no check of their own), so that
+// RocketMQ's rules (which index files an abnormal exit drops) apply as RocketMQ would apply them.
 func (e *Engine) loadCheckpoint(path string) checkpoint.Checkpoint {
 	cp, err := checkpoint.Load(e.opts.FS, path)
+	log := e.opts.Logger
 	switch {
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist):
 	default:
-		e.opts.Logger.Warn().Err(err).Msg("checkpoint unreadable; recovering without it")
-		cp = checkpoint.Checkpoint{}
+		log.Warn().Err(err).Msg("checkpoint extension unreadable; recovering by RocketMQ's fields")
+		cp.Ext = checkpoint.Ext{}
+	}
+	switch {
+	case cp.Ext.Rewritten:
+		log.Info().Int64("dispatched", cp.Ext.DispatchedOffset).Int64("confirm_offset", cp.ConfirmPhyOffset).
+			Msg("RocketMQ rewrote the checkpoint since the engine wrote it: its offsets are taken as a lower bound")
+	case cp.Ext.Stale:
+		log.Info().Msg("the checkpoint's version-1 extension no longer matches RocketMQ's fields (RocketMQ ran on the store?): recovering by RocketMQ's fields")
 	}
 	return cp
 }

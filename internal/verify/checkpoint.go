@@ -34,8 +34,15 @@ func (v *verifier) loadCheckpoint() (checkpoint.Checkpoint, bool) {
 	r.Present = true
 	r.PhysicMsgTimestamp, r.LogicsMsgTimestamp, r.IndexMsgTimestamp = cp.PhysicMsgTimestamp, cp.LogicsMsgTimestamp, cp.IndexMsgTimestamp
 	r.Extension, r.DurableOffset, r.DispatchedOffset = cp.Ext.Valid, cp.Ext.DurableOffset, cp.Ext.DispatchedOffset
-	if !cp.Ext.Valid {
+	switch {
+	case cp.Ext.Stale:
+		v.note("the checkpoint's version-1 extension no longer matches RocketMQ's fields (RocketMQ ran on the store?): " +
+			"its offsets are ignored, as the engine ignores them; only the timestamps are checked")
+	case !cp.Ext.Valid:
 		v.note("the checkpoint has no offsets of ours (written by RocketMQ?): only its timestamps are checked")
+	case cp.Ext.Rewritten:
+		v.note("RocketMQ rewrote the checkpoint's fields since the engine wrote its offsets (RocketMQ ran on the store): " +
+			"the offsets are a lower bound")
 	}
 	return cp, true
 }

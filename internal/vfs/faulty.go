@@ -223,6 +223,12 @@ type faultySegment struct {
 	inj  Injector
 }
 
+// DataExtents passes the wrapped segment's answer through (vfs.DataExtents), so that a Faulty
+// file system maps data as the one it wraps.
+func (s *faultySegment) DataExtents(from int64) ([]Extent, error) {
+	return DataExtents(s.Segment, from), nil
+}
+
 func (s *faultySegment) Reserve(upTo int64) error {
 	if err := s.inj(OpReserve, s.name); err != nil {
 		return err

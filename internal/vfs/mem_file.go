@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
@@ -77,6 +78,39 @@ func (s *memSegment) WriteAt(p []byte, off int64) error {
 	copy(s.data[off:end], p)
 	return nil
 }
+
+// DataExtents implements DataMapper as the strictest file system may: only the pages that hold
+// a non-zero byte are data, so that a reader that skips what it was not told to read is caught.
+func (s *memSegment) DataExtents(from int64) ([]Extent, error) {
+	size := int64(len(s.data))
+	if err := s.lockOpen("seek", min(max(from, 0), size), size); err != nil {
+		return nil, err
+	}
+	defer s.m.mu.Unlock()
+	var out []Extent
+	for p := max(from, 0); p < size; {
+		end := min((p/memPage+1)*memPage, size)
+		if !memZero(s.data[p:end]) {
+			switch {
+			case len(out) > 0 && out[len(out)-1].End == p:
+				out[len(out)-1].End = end
+			case len(out) == maxExtents-1:
+				return append(out, Extent{p, size}), nil
+			default:
+				out = append(out, Extent{p, end})
+			}
+		}
+		p = end
+	}
+	return out, nil
+}
+
+// memPage is the granularity of Mem's data extents.
+const memPage = 4096
+
+var memZeroPage [memPage]byte
+
+func memZero(b []byte) bool { return bytes.Equal(b, memZeroPage[:len(b)]) }
 
 // DoneWriting has no descriptor to close.
 func (s *memSegment) DoneWriting() error { return nil }

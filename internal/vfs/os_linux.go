@@ -273,6 +273,53 @@ func (s *osSegment) Close() error {
 
 func (s *osSegment) AdviseRandom() { _ = unix.Madvise(s.data, unix.MADV_RANDOM) }
 
+// DataExtents implements DataMapper with lseek's SEEK_DATA and SEEK_HOLE on the file. On ext4
+// and xfs a fallocated block that was never written is a hole to SEEK_DATA unless the page
+// cache holds its page, so a segment is data up to where it was written (or read) and a hole
+// after. A file system without them reports the whole file as data, which is only slower.
+func (s *osSegment) DataExtents(from int64) ([]Extent, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("vfs: map data of %s: %w", s.name, os.ErrClosed)
+	}
+	size := int64(len(s.data))
+	f, err := os.Open(s.name)
+	if err != nil {
+		return nil, fmt.Errorf("vfs: map data of %s: %w", s.name, err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	var out []Extent
+	for off := max(from, 0); off < size; {
+		if len(out) == maxExtents-1 {
+			return append(out, Extent{off, size}), nil
+		}
+		d, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			break // no data at or after off
+		}
+		if err != nil {
+			return nil, fmt.Errorf("vfs: seek data of %s at %d: %w", s.name, off, err)
+		}
+		if d >= size {
+			break
+		}
+		h, err := unix.Seek(fd, d, unix.SEEK_HOLE)
+		if err != nil {
+			return nil, fmt.Errorf("vfs: seek hole of %s at %d: %w", s.name, d, err)
+		}
+		h = min(h, size)
+		if h <= d {
+			return nil, fmt.Errorf("vfs: seek hole of %s at %d gave %d", s.name, d, h)
+		}
+		out = append(out, Extent{d, h})
+		off = h
+	}
+	return out, nil
+}
+
 // Create implements FS. A new file is made owner-only (FileMode); an existing one it truncates
 // is made so too, since its whole content is about to be replaced (a leftover temporary file of
 // an older version, say).

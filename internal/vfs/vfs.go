@@ -132,3 +132,36 @@ func (u Usage) UsedRatio() float64 {
 
 // ErrLocked is wrapped by Lock's error when another holder has the lock.
 var ErrLocked = errors.New("vfs: locked by another holder")
+
+// Extent is the byte range [Off, End) of a file.
+type Extent struct{ Off, End int64 }
+
+// DataMapper is implemented by segments whose file system can say where the file may hold
+// data (lseek SEEK_DATA and SEEK_HOLE): every byte outside the extents it returns reads as
+// zero. It may report zeros as data (a block written with zeros, a page the cache holds), never
+// data as a hole, so a reader that must prove a range zero reads only the extents: a segment
+// allocated at its full size and written only at its start costs what was written, not its size.
+type DataMapper interface {
+	// DataExtents returns, in order, the extents at or after from (clipped to [from, Size))
+	// that may hold data.
+	DataExtents(from int64) ([]Extent, error)
+}
+
+// maxExtents bounds the extents DataExtents returns; the rest of the file is one more.
+const maxExtents = 1024
+
+// DataExtents returns the extents of seg at or after from that may hold data: what its
+// DataMapper says, or all of [from, Size) when seg has none or it fails.
+func DataExtents(seg Segment, from int64) []Extent {
+	size := seg.Size()
+	if from >= size {
+		return nil
+	}
+	from = max(from, 0)
+	if m, ok := seg.(DataMapper); ok {
+		if ext, err := m.DataExtents(from); err == nil {
+			return ext
+		}
+	}
+	return []Extent{{from, size}}
+}

@@ -5,6 +5,8 @@
 //
 // The file stays a valid RocketMQ checkpoint: RocketMQ reads only the first 40 bytes (older
 // versions 24), and writes the extension bytes back unchanged because it maps the whole page.
+// RocketMQ does rewrite those 40 bytes whenever it runs on the store, so the extension is checked
+// on its own and records whether they changed since it was written (Ext.Rewritten).
 package checkpoint
 
 // Checkpoint is the content of the checkpoint file.
@@ -32,6 +34,17 @@ type Ext struct {
 	// RocketMQ wrote; Encode writes the extension only when it is true, and otherwise leaves the
 	// bytes zero, as RocketMQ does.
 	Valid bool
+	// Rewritten says that RocketMQ's 40 bytes are not the ones the engine wrote with this
+	// extension: RocketMQ ran on the store after the engine (or those bytes were damaged, which
+	// cannot be told apart). The offsets were true when written, but RocketMQ may have appended
+	// records, recovered and rebuilt files since: they are a lower bound on what is dispatched
+	// and durable, and PropCRCFrom no longer holds for the records after them.
+	Rewritten bool
+	// Stale says that an extension is there but can no longer be checked: a version-1
+	// extension, whose CRC covered RocketMQ's bytes too, after RocketMQ changed more than its
+	// confirm and HA offsets. Valid is then false and the offsets are zero: the caller recovers
+	// as RocketMQ does, from RocketMQ's fields.
+	Stale bool
 	// DurableOffset is the CommitLog offset below which every byte is known synced.
 	DurableOffset int64
 	// DispatchedOffset is the CommitLog offset below which every record's ConsumeQueue and

@@ -57,7 +57,7 @@ func TestRoundTripWithExtension(t *testing.T) {
 		if len(b) != Size {
 			t.Fatalf("encoded %d bytes", len(b))
 		}
-		if string(b[40:44]) != "RSCK" || !allZero(b[extOff+extLenV1b:]) {
+		if string(b[40:44]) != "RSCK" || !allZero(b[extOff+extLenV2:]) {
 			t.Fatalf("extension layout: %x", b[40:80])
 		}
 		got, err := Decode(b)
@@ -124,24 +124,42 @@ func TestMinTimestamp(t *testing.T) {
 	}
 }
 
-// TestEveryByteCorruptionDetected changes each byte the CRC protects (RocketMQ's 40 bytes and
-// the whole extension, CRC included) to every other value: each change must be reported as
-// ErrCorrupt, never decode silently, and never pass for a file without an extension.
+// TestEveryByteCorruptionDetected changes each byte of the extension (its CRC included) to
+// every other value: each change must be reported as ErrCorrupt, never decode silently, and never
+// pass for a file without an extension. A change to RocketMQ's 40 bytes is what RocketMQ does
+// when it runs on the store: the extension still decodes, marked Rewritten, with RocketMQ's new
+// fields.
 func TestEveryByteCorruptionDetected(t *testing.T) {
-	good := Encode(Checkpoint{
+	want := Checkpoint{
 		PhysicMsgTimestamp: 1700000000123, LogicsMsgTimestamp: 1700000000123, IndexMsgTimestamp: 1700000000000,
-		ConfirmPhyOffset: 4096, Ext: Ext{Valid: true, DurableOffset: 8192, DispatchedOffset: 4096},
-	})
+		ConfirmPhyOffset: 4096, Ext: Ext{Valid: true, DurableOffset: 8192, DispatchedOffset: 4096, PropCRCFrom: 0},
+	}
+	good := Encode(want)
 	b := bytes.Clone(good)
-	for i := range extOff + extLenV1 {
+	for i := range extOff + extLenV2 {
 		for x := 1; x < 256; x++ {
 			b[i] = good[i] ^ byte(x)
 			c, err := Decode(b)
+			if i < rocketMQLen {
+				if err != nil || !c.Ext.Valid || !c.Ext.Rewritten || c.Ext.DurableOffset != 8192 ||
+					c.Ext.DispatchedOffset != 4096 || c.Ext.PropCRCFrom != 0 {
+					t.Fatalf("RocketMQ byte %d xor %#02x: %+v, %v; want the extension intact and Rewritten", i, x, c, err)
+				}
+				if c.PhysicMsgTimestamp == want.PhysicMsgTimestamp && c.LogicsMsgTimestamp == want.LogicsMsgTimestamp &&
+					c.IndexMsgTimestamp == want.IndexMsgTimestamp && c.MasterFlushedOffset == want.MasterFlushedOffset &&
+					c.ConfirmPhyOffset == want.ConfirmPhyOffset {
+					t.Fatalf("RocketMQ byte %d xor %#02x: the change is not in the decoded fields", i, x)
+				}
+				continue
+			}
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("byte %d xor %#02x: err %v (decoded %+v), want ErrCorrupt", i, x, err, c)
 			}
 			if c.Ext != (Ext{}) {
 				t.Fatalf("byte %d xor %#02x: extension %+v returned with an error", i, x, c.Ext)
+			}
+			if c.PhysicMsgTimestamp != want.PhysicMsgTimestamp || c.ConfirmPhyOffset != want.ConfirmPhyOffset {
+				t.Fatalf("byte %d xor %#02x: RocketMQ's fields lost with the extension: %+v", i, x, c)
 			}
 		}
 		b[i] = good[i]
@@ -149,7 +167,7 @@ func TestEveryByteCorruptionDetected(t *testing.T) {
 	// The same for an extension-less (RocketMQ) file: the bytes where the extension would be
 	// must stay zero. RocketMQ's own 40 bytes have no CRC to protect them.
 	rmq := Encode(Checkpoint{PhysicMsgTimestamp: 1, LogicsMsgTimestamp: 2})
-	for i := extOff; i < extOff+extLenV1; i++ {
+	for i := extOff; i < extOff+extLenV2; i++ {
 		rmq[i] = 0x5a
 		if _, err := Decode(rmq); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("RocketMQ file with byte %d set: %v, want ErrCorrupt", i, err)
@@ -169,7 +187,7 @@ func TestTruncatedFile(t *testing.T) {
 	for n := range Size + 1 {
 		got, err := Decode(b[:n])
 		switch {
-		case n >= extOff+extLenV1b:
+		case n >= extOff+extLenV2:
 			if err != nil || got != c {
 				t.Fatalf("%d bytes: %+v, %v", n, got, err)
 			}
@@ -188,7 +206,7 @@ func TestTruncatedFile(t *testing.T) {
 func TestBytesPastTheExtensionIgnored(t *testing.T) {
 	c := Checkpoint{PhysicMsgTimestamp: 5, Ext: Ext{Valid: true, DurableOffset: 1}}
 	b := Encode(c)
-	for _, i := range []int{extOff + extLenV1b, 1000, Size - 1} {
+	for _, i := range []int{extOff + extLenV2, 1000, Size - 1} {
 		b[i] = 0xff
 	}
 	if got, err := Decode(b); err != nil || got != c {
@@ -200,27 +218,27 @@ func TestBytesPastTheExtensionIgnored(t *testing.T) {
 // extension of the same version is read (its new fields skipped), another version is refused
 // with ErrVersion, not ErrCorrupt.
 func TestLongerExtensionAndOtherVersions(t *testing.T) {
-	c := Checkpoint{PhysicMsgTimestamp: 5, Ext: Ext{Valid: true, DurableOffset: 100, DispatchedOffset: 90}}
+	c := Checkpoint{PhysicMsgTimestamp: 5, Ext: Ext{Valid: true, DurableOffset: 100, DispatchedOffset: 90, PropCRCFrom: 7}}
 	withLayout := func(version, length uint16) []byte {
 		b := Encode(c)
-		clear(b[extOff+extLenV1b-4:])
+		clear(b[extOff+extLenV2-4:])
 		binary.BigEndian.PutUint16(b[extOff+4:], version)
 		binary.BigEndian.PutUint16(b[extOff+6:], length)
-		for i := extOff + extLenV1b - 4; i < extOff+int(length)-4; i++ {
+		for i := extOff + extLenV2 - 4; i < extOff+int(length)-4; i++ {
 			b[i] = byte(i) // fields this version does not know
 		}
 		crcOff := extOff + int(length) - 4
-		binary.BigEndian.PutUint32(b[crcOff:], crc32.Checksum(b[:crcOff], crc32.MakeTable(crc32.Castagnoli)))
+		binary.BigEndian.PutUint32(b[crcOff:], crc32.Checksum(b[extOff:crcOff], crc32.MakeTable(crc32.Castagnoli)))
 		return b
 	}
-	if got, err := Decode(withLayout(1, 64)); err != nil || got != c {
-		t.Fatalf("longer version-1 extension: %+v, %v", got, err)
+	if got, err := Decode(withLayout(extVersion, 64)); err != nil || got != c {
+		t.Fatalf("longer extension: %+v, %v", got, err)
 	}
-	if got, err := Decode(withLayout(1, extMaxLen)); err != nil || got != c {
-		t.Fatalf("longest version-1 extension: %+v, %v", got, err)
+	if got, err := Decode(withLayout(extVersion, extMaxLen)); err != nil || got != c {
+		t.Fatalf("longest extension: %+v, %v", got, err)
 	}
-	for _, v := range []uint16{0, 2, 0xffff} {
-		got, err := Decode(withLayout(v, extLenV1))
+	for _, v := range []uint16{0, 3, 0xffff} {
+		got, err := Decode(withLayout(v, extLenV2))
 		if !errors.Is(err, ErrVersion) || errors.Is(err, ErrCorrupt) {
 			t.Fatalf("version %d: %v, want ErrVersion", v, err)
 		}
@@ -228,17 +246,7 @@ func TestLongerExtensionAndOtherVersions(t *testing.T) {
 			t.Fatalf("version %d: %+v", v, got)
 		}
 	}
-	// The first version's 28-byte extension (no propCRCFrom) still reads, as "not known".
-	old := Encode(c)
-	clear(old[extOff+extLenV1-4:])
-	binary.BigEndian.PutUint16(old[extOff+6:], extLenV1)
-	binary.BigEndian.PutUint32(old[extOff+extLenV1-4:], crc32.Checksum(old[:extOff+extLenV1-4], crc32.MakeTable(crc32.Castagnoli)))
-	want := c
-	want.Ext.PropCRCFrom = -1
-	if got, err := Decode(old); err != nil || got != want {
-		t.Fatalf("28-byte extension: %+v, %v", got, err)
-	}
-	for _, n := range []uint16{0, extLenV1 - 1, extMaxLen + 1, 0xffff} {
+	for _, n := range []uint16{0, extLenV2 - 1, extMaxLen + 1, 0xffff} {
 		b := Encode(c)
 		binary.BigEndian.PutUint16(b[extOff+6:], n)
 		if _, err := Decode(b); !errors.Is(err, ErrCorrupt) {

@@ -62,11 +62,11 @@ func TestLoadCorrupt(t *testing.T) {
 	m := memWithDir(t, "store")
 	path := "store/" + FileName
 	b := Encode(cpOld)
-	b[3] ^= 1
+	b[extOff+10] ^= 1 // the durable offset
 	writeFile(t, m, path, b)
 	c, err := Load(m, path)
-	if !errors.Is(err, ErrCorrupt) || c.Ext.Valid {
-		t.Fatalf("%+v, %v; want ErrCorrupt", c, err)
+	if !errors.Is(err, ErrCorrupt) || c.Ext.Valid || c.PhysicMsgTimestamp != cpOld.PhysicMsgTimestamp {
+		t.Fatalf("%+v, %v; want ErrCorrupt with RocketMQ's fields", c, err)
 	}
 }
 

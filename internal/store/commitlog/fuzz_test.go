@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rocketstore/engine/internal/golden"
+	"github.com/rocketstore/engine/internal/vfs"
 )
 
 // checkOf maps a fuzzer byte to a Check: bit 0 NoBodyCRC, bit 1 NoPropCRC, bit 2 RequirePropCRC.
@@ -107,6 +108,16 @@ func FuzzScan(f *testing.F) {
 		// Starting in the middle is allowed anywhere and never panics.
 		if len(seg) > 0 {
 			checkScan(t, seg, int(flags)%(len(seg)+1), chk)
+		}
+		// Reading past the last record only where the data is changes nothing.
+		for _, data := range []func(int64) []vfs.Extent{honestExtents(seg), func(from int64) []vfs.Extent {
+			return []vfs.Extent{{Off: from, End: int64(len(seg))}}
+		}} {
+			se, st, serr := ScanSparse(seg, 0, chk, data, nil)
+			we, wt, werr := Scan(seg, 0, chk, nil)
+			if se != we || st != wt || (serr == nil) != (werr == nil) || (serr != nil && serr.Error() != werr.Error()) {
+				t.Fatalf("ScanSparse %d %v %v, Scan %d %v %v", se, st, serr, we, wt, werr)
+			}
 		}
 	})
 }

@@ -49,16 +49,20 @@ type RecoverOptions struct {
 	PropCRC PropCRCRule
 	// CleanEnd says the log was closed cleanly with its end at From (the checkpoint written at
 	// shutdown says so): recovery then checks only that nothing starts there, instead of
-	// reading the whole unwritten rest of the segment, which costs seconds per GiB in page
-	// faults. A record found there means the checkpoint was wrong: the full scan runs.
+	// proving the rest of the segment zero, which where the file system cannot say what is
+	// unwritten (or the rest was prefaulted) reads all of it. A record found there means the
+	// checkpoint was wrong: the full scan runs.
 	CleanEnd bool
 }
 
 // Recover finds where the valid data ends, scanning from opts.From, and makes that the end of
 // the log: later segments are deleted and the bytes after the end are zeroed, so a torn tail can
-// never be read back as data. Pages written but never synced reach the disk in any order, so
-// after the first invalid record everything is dropped, even valid records in later segments;
-// only data below opts.Sealed is protected, by refusing instead.
+// never be read back as data. Past the last record only the parts of the segment that the file
+// system says may hold data are read (ScanSparse, segment.File.ZeroFrom), so a crash restart
+// costs what was written after the checkpoint, not the size of the segment. Pages written but
+// never synced reach the disk in any order, so after the first invalid record everything is
+// dropped, even valid records in later segments; only data below opts.Sealed is protected, by
+// refusing instead.
 func (l *Log) Recover(opts RecoverOptions) (Recovered, error) {
 	l.cur = nil
 	files := l.q.Files()
@@ -86,7 +90,7 @@ func (l *Log) Recover(opts RecoverOptions) (Recovered, error) {
 		if opts.OnSegment != nil {
 			opts.OnSegment(f.Name(), f.Base()+int64(pos))
 		}
-		end, tail, err := Scan(f.Data(), pos, opts.Check, func(off int, v View) error {
+		end, tail, err := ScanSparse(f.Data(), pos, opts.Check, f.DataExtents, func(off int, v View) error {
 			phys := f.Base() + int64(off)
 			if err := CheckPlaced(off, phys, v, opts.PropCRC); err != nil {
 				return err
@@ -129,7 +133,9 @@ func (l *Log) Recover(opts RecoverOptions) (Recovered, error) {
 	if err := l.q.TruncateTo(res.End); err != nil {
 		return res, err
 	}
-	if f := l.q.File(res.End); f != nil {
+	// A clean tail was proven zero to the end of its segment (bar fewer than 4 bytes): only a
+	// torn one has bytes to clear.
+	if f := l.q.File(res.End); f != nil && (res.Tail != TailClean || f.End()-res.End < 4) {
 		if err := f.ZeroFrom(res.End - f.Base()); err != nil {
 			return res, err
 		}
@@ -143,4 +149,24 @@ func nothingAt(seg []byte, pos int) bool {
 		return true
 	}
 	return firstNonZero(seg[pos:pos+8]) < 0
+}
+
+// StartsAt says whether off can start a scan of the log as loaded: it is outside the segments,
+// or a record whose PHYSICALOFFSET is off starts there, or the blank filler, or nothing (zeros).
+// Recovery asks it before trusting an offset that another writer may have written past, since
+// a scan that starts inside a record reads the rest of the log as a torn tail.
+func (l *Log) StartsAt(off int64) bool {
+	f := l.q.File(off)
+	if f == nil {
+		return true
+	}
+	data, pos := f.Data(), int(off-f.Base())
+	if nothingAt(data, pos) {
+		// Eight zero bytes can sit inside a record too: nothing starts here only if nothing
+		// follows either.
+		return firstNonZeroIn(data, pos, f.DataExtents(int64(pos))) < 0
+	}
+	// Where records start is a matter of structure: a damaged body is the scan's to report.
+	v, kind, _ := check(data[pos:], Check{NoBodyCRC: true, NoPropCRC: true})
+	return kind == KindBlank || (kind == KindRecord && v.PhysicalOffset() == off)
 }

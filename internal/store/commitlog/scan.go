@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/rocketstore/engine/internal/vfs"
 )
 
 // Check selects what the validators verify beyond structure. The zero value is the recovery
@@ -165,11 +167,27 @@ func verify(v View, chk Check) error {
 // TailStopped (fn's error for the record at end, which is not counted as scanned). A from outside
 // [0, len(seg)] returns an error wrapping ErrOutOfRange.
 func Scan(seg []byte, from int, chk Check, fn func(off int, v View) error) (end int, tail Tail, err error) {
+	return ScanSparse(seg, from, chk, nil, fn)
+}
+
+// ScanSparse is Scan over a segment whose file system can say where it may hold data (data,
+// from segment.File.DataExtents; nil means everywhere). Where the records end (a TOTALSIZE of
+// zero), a clean end needs every later byte of the segment to be zero; the proof reads only the
+// extents data returns, so that a segment allocated at its full size and written at its start
+// costs what was written, not its size. Every record is still read in turn up to that point:
+// nothing another writer appended after the checkpoint is skipped.
+func ScanSparse(seg []byte, from int, chk Check, data func(from int64) []vfs.Extent, fn func(off int, v View) error) (end int, tail Tail, err error) {
 	if from < 0 || from > len(seg) {
 		return from, TailCorrupt, fmt.Errorf("%w: scan from %d in a segment of %d bytes", ErrOutOfRange, from, len(seg))
 	}
 	off := from
 	for {
+		if data != nil && len(seg)-off >= 4 && binary.BigEndian.Uint32(seg[off+PosTotalSize:]) == 0 {
+			if i := firstNonZeroIn(seg, off+4, data(int64(off+4))); i >= 0 {
+				return off, TailCorrupt, &CorruptError{Off: off, Reason: ReasonTornZero, Got: int64(i - off)}
+			}
+			return off, TailClean, nil
+		}
 		v, kind, err := check(seg[off:], chk)
 		switch kind {
 		case KindEnd:
@@ -191,9 +209,24 @@ func Scan(seg []byte, from int, chk Check, fn func(off int, v View) error) (end 
 	}
 }
 
+// firstNonZeroIn returns the index in seg of its first non-zero byte at or after from, reading
+// only the extents given (the parts of the segment that may hold data), or -1.
+func firstNonZeroIn(seg []byte, from int, extents []vfs.Extent) int {
+	for _, x := range extents {
+		lo, hi := max(int(x.Off), from), min(int(x.End), len(seg))
+		if lo >= hi {
+			continue
+		}
+		if i := firstNonZero(seg[lo:hi]); i >= 0 {
+			return lo + i
+		}
+	}
+	return -1
+}
+
 // firstNonZero returns the index of the first non-zero byte of b, or -1. It reads 32 bytes per
-// step: a preallocated 1 GiB segment that ends early is mostly zeros, and recovery checks all of
-// them.
+// step: a preallocated 1 GiB segment that ends early is mostly zeros, and where the file system
+// cannot say which parts are unwritten recovery checks all of them.
 func firstNonZero(b []byte) int {
 	le := binary.LittleEndian
 	i := 0

@@ -178,9 +178,14 @@ func (f *File) PrefaultFrom(pos int64) error {
 	return nil
 }
 
+// DataExtents returns the parts of the file from pos on that may hold non-zero bytes (see
+// vfs.DataMapper): everything else reads as zero without being read.
+func (f *File) DataExtents(pos int64) []vfs.Extent { return vfs.DataExtents(f.seg, pos) }
+
 // ZeroFrom clears every non-zero byte from pos to the end of the file and syncs what it
 // cleared. Recovery uses it after a torn tail, so that stale bytes past the new end can never be
-// taken for records. Pages that are already zero are only read, not dirtied.
+// taken for records. Pages that are already zero are only read, not dirtied, and only the parts
+// that may hold data are read at all.
 func (f *File) ZeroFrom(pos int64) error {
 	if pos >= f.size {
 		return nil
@@ -190,16 +195,18 @@ func (f *File) ZeroFrom(pos int64) error {
 	}
 	data := f.seg.Data()
 	first, last := int64(-1), int64(-1)
-	for p := pos; p < f.size; {
-		end := min((p/pageSize+1)*pageSize, f.size)
-		if !allZero(data[p:end]) {
-			clear(data[p:end])
-			if first < 0 {
-				first = p
+	for _, x := range f.DataExtents(pos) {
+		for p := x.Off; p < x.End; {
+			end := min((p/pageSize+1)*pageSize, x.End)
+			if !allZero(data[p:end]) {
+				clear(data[p:end])
+				if first < 0 {
+					first = p
+				}
+				last = end
 			}
-			last = end
+			p = end
 		}
-		p = end
 	}
 	if first < 0 {
 		return nil
