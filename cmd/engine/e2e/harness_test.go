@@ -1,0 +1,553 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// The harness: the engine binary built once, a child process that runs it and follows its JSON
+// log on stderr, the read commands run to their end, and a NATS client that knows only the
+// documented wire format. Every wait has a deadline; only a failing test reaches one.
+
+// waitTimeout bounds every wait for a child: a log line, an exit, a reply.
+const waitTimeout = 60 * time.Second
+
+// engineBin is the engine binary TestMain built.
+var engineBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+// buildAndRun builds the engine as its users build it (go build ./cmd/engine), with -race when
+// this test binary has it, runs the tests and removes the binary.
+func buildAndRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "rocketstore-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	engineBin = filepath.Join(dir, "engine")
+	args := []string{"build", "-o", engineBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	// go test runs in this package's directory, inside the module, and puts its own go first
+	// in PATH: the module path builds the same package from anywhere in the module.
+	cmd := exec.Command("go", append(args, "github.com/rocketstore/engine/cmd/engine")...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building the engine:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// Small files, so that a store costs a few MiB; the read commands are given the same sizes.
+var sizeArgs = []string{"--commit-log-size", "4MiB", "--cq-units", "1000", "--index-slots", "1024", "--index-entries", "8192"}
+
+// childEnv is the environment of every child: ours, and under -race no second of delay at exit.
+func childEnv(extra []string) []string {
+	env := append(os.Environ(), "GORACE=atexit_sleep_ms=0")
+	return append(env, extra...)
+}
+
+// logLine is one line of a child's stderr: its JSON fields, or nil for a line that is not JSON
+// (a panic, a race report, a console log).
+type logLine struct {
+	raw    string
+	fields map[string]any
+}
+
+func (l logLine) msg() string {
+	s, _ := l.fields["message"].(string)
+	return s
+}
+
+// proc is the engine binary running as a child process.
+type proc struct {
+	t    *testing.T
+	args []string
+	cmd  *exec.Cmd
+
+	mu     sync.Mutex
+	lines  []logLine
+	notify chan struct{} // a value after each new line (capacity 1)
+	stdout bytes.Buffer  // guarded by mu, through lockedWriter
+
+	exited chan struct{} // closed once the process has exited and its stderr is read
+	code   int           // exit code (-1: killed by a signal), set before exited is closed
+	signal syscall.Signal
+}
+
+// procOpts says how to start a child: the arguments after the binary's name, more
+// environment variables, and the working directory (empty: a fresh temporary one).
+type procOpts struct {
+	args []string
+	env  []string
+	dir  string
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// startProc starts the binary; the test's cleanup kills it if it still runs, fails the test on
+// a race report, and prints its stderr when the test failed.
+func startProc(t *testing.T, o procOpts) *proc {
+	t.Helper()
+	cmd := exec.Command(engineBin, o.args...)
+	cmd.Env = childEnv(o.env)
+	cmd.Dir = o.dir
+	if cmd.Dir == "" {
+		cmd.Dir = t.TempDir()
+	}
+	p := &proc{t: t, args: o.args, cmd: cmd, notify: make(chan struct{}, 1), exited: make(chan struct{})}
+	cmd.Stdout = lockedWriter{&p.mu, &p.stdout}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go p.follow(stderr)
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+		if strings.Contains(p.log(), "WARNING: DATA RACE") {
+			t.Errorf("the engine reported a data race: %v", o.args)
+		}
+		if t.Failed() {
+			t.Logf("engine %v stderr:\n%s", o.args, p.log())
+		}
+	})
+	return p
+}
+
+func (p *proc) follow(stderr io.Reader) {
+	sc := bufio.NewScanner(stderr)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		l := logLine{raw: sc.Text()}
+		if json.Unmarshal([]byte(l.raw), &l.fields) != nil {
+			l.fields = nil
+		}
+		p.mu.Lock()
+		p.lines = append(p.lines, l)
+		p.mu.Unlock()
+		select {
+		case p.notify <- struct{}{}:
+		default:
+		}
+	}
+	_, _ = io.Copy(io.Discard, stderr)
+	_ = p.cmd.Wait()
+	st := p.cmd.ProcessState
+	p.code = st.ExitCode()
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		p.signal = ws.Signal()
+	}
+	close(p.exited)
+}
+
+// log is everything the child wrote to stderr so far.
+func (p *proc) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var b strings.Builder
+	for _, l := range p.lines {
+		b.WriteString(l.raw)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// out is everything the child wrote to stdout so far.
+func (p *proc) out() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stdout.String()
+}
+
+// nlines is the number of stderr lines so far: a mark for waitLogAfter.
+func (p *proc) nlines() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.lines)
+}
+
+// findLog returns the first JSON line from index from on whose message starts with prefix.
+func (p *proc) findLog(from int, prefix string) (map[string]any, int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := from; i < len(p.lines); i++ {
+		if l := p.lines[i]; l.fields != nil && strings.HasPrefix(l.msg(), prefix) {
+			return l.fields, i, true
+		}
+	}
+	return nil, len(p.lines), false
+}
+
+// waitLog waits for the first JSON log line whose message starts with prefix.
+func (p *proc) waitLog(prefix string) map[string]any {
+	p.t.Helper()
+	l, _ := p.waitLogAfter(0, prefix)
+	return l
+}
+
+// waitLogAfter waits for the first JSON log line from index from on whose message starts with
+// prefix, and returns it with its index; the test fails if the child exits first or the wait
+// times out.
+func (p *proc) waitLogAfter(from int, prefix string) (map[string]any, int) {
+	p.t.Helper()
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	for {
+		l, i, ok := p.findLog(from, prefix)
+		if ok {
+			return l, i
+		}
+		from = i
+		select {
+		case <-p.notify:
+		case <-p.exited:
+			if l, i, ok := p.findLog(from, prefix); ok { // what the reader read before the end
+				return l, i
+			}
+			p.t.Fatalf("engine exited (code %d) before logging %q", p.code, prefix)
+		case <-deadline.C:
+			p.t.Fatalf("engine did not log %q within %v", prefix, waitTimeout)
+		}
+	}
+}
+
+// waitRaw waits for a stderr line, JSON or not, that contains s.
+func (p *proc) waitRaw(s string) string {
+	p.t.Helper()
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	from := 0
+	for {
+		p.mu.Lock()
+		for ; from < len(p.lines); from++ {
+			if strings.Contains(p.lines[from].raw, s) {
+				l := p.lines[from].raw
+				p.mu.Unlock()
+				return l
+			}
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.notify:
+		case <-p.exited:
+			if l, ok := p.grep(s); ok {
+				return l
+			}
+			p.t.Fatalf("engine exited (code %d) before writing %q", p.code, s)
+		case <-deadline.C:
+			p.t.Fatalf("engine did not write %q within %v", s, waitTimeout)
+		}
+	}
+}
+
+// grep returns the first stderr line so far that contains s.
+func (p *proc) grep(s string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.lines {
+		if strings.Contains(l.raw, s) {
+			return l.raw, true
+		}
+	}
+	return "", false
+}
+
+// send sends sig to the child.
+func (p *proc) send(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// wait returns the child's exit code once it has exited (-1 when a signal ended it).
+func (p *proc) wait() int {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+		return p.code
+	case <-time.After(waitTimeout):
+		p.t.Fatalf("engine still running %v after it was told to stop", waitTimeout)
+		return 0
+	}
+}
+
+// kill ends the child with SIGKILL, as a crash, and waits for it.
+func (p *proc) kill() {
+	p.t.Helper()
+	p.send(syscall.SIGKILL)
+	p.wait()
+	if p.signal != syscall.SIGKILL {
+		p.t.Fatalf("engine exited with code %d before the SIGKILL reached it", p.code)
+	}
+}
+
+// stop sends SIGTERM and checks the documented clean stop: exit code 0 after "stopped cleanly".
+func (p *proc) stop() {
+	p.t.Helper()
+	p.send(syscall.SIGTERM)
+	if code := p.wait(); code != 0 {
+		p.t.Fatalf("exit code %d after SIGTERM, want 0", code)
+	}
+	p.waitLog("stopped cleanly")
+}
+
+// engine is `engine run` on a store with its embedded server on a free loopback port.
+type engine struct {
+	*proc
+	dir       string
+	extra     []string
+	url       string         // the embedded server, from the "engine running" line
+	http      string         // the monitoring address, when --http was given
+	recovered map[string]any // the "store recovered" line
+}
+
+// runArgs are the arguments of `engine run` on dir: JSON logs, small files, a free port.
+func runArgs(dir string, extra ...string) []string {
+	args := append([]string{"run", "--store", dir, "--log-format", "json", "--listen", "127.0.0.1:-1"}, sizeArgs...)
+	return append(args, extra...)
+}
+
+// startEngine runs the engine on dir with extra arguments and waits until it runs.
+func startEngine(t *testing.T, dir string, extra ...string) *engine {
+	t.Helper()
+	return startEngineOpts(t, dir, procOpts{args: runArgs(dir, extra...)}, extra)
+}
+
+func startEngineOpts(t *testing.T, dir string, o procOpts, extra []string) *engine {
+	t.Helper()
+	e := &engine{proc: startProc(t, o), dir: dir, extra: extra}
+	e.recovered = e.waitLog("store recovered")
+	running := e.waitLog("engine running")
+	e.url, _ = running["nats"].(string)
+	if !strings.HasPrefix(e.url, "nats://") {
+		t.Fatalf("engine running on %q", e.url)
+	}
+	if mon, _, ok := e.findLog(0, "monitoring"); ok {
+		e.http, _ = mon["http"].(string)
+	}
+	return e
+}
+
+// restart starts the engine again on the same store with the same arguments, once it has
+// exited.
+func (e *engine) restart(t *testing.T) *engine {
+	t.Helper()
+	e.wait()
+	return startEngine(t, e.dir, e.extra...)
+}
+
+// result is what a command printed and its exit code.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCLI runs the binary to its end (bounded) with args and returns what it printed.
+func runCLI(t *testing.T, args ...string) result {
+	t.Helper()
+	return runCLIEnv(t, nil, args...)
+}
+
+func runCLIEnv(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, engineBin, args...)
+	cmd.Env = childEnv(env)
+	cmd.Dir = t.TempDir()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("engine %v did not end within %v; stderr:\n%s", args, waitTimeout, errb.String())
+	}
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("engine %v: %v", args, err)
+	}
+	r := result{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode()}
+	if strings.Contains(r.stderr, "WARNING: DATA RACE") {
+		t.Errorf("engine %v reported a data race:\n%s", args, r.stderr)
+	}
+	return r
+}
+
+// mustCLI runs a command that must succeed (exit 0) and returns its stdout.
+func mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	r := runCLI(t, args...)
+	if r.code != 0 {
+		t.Fatalf("engine %v: exit %d, stderr:\n%s", args, r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// ndjson parses one JSON object per line.
+func ndjson(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var objs []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not a JSON object: %q: %v", line, err)
+		}
+		objs = append(objs, m)
+	}
+	return objs
+}
+
+// offline are the read commands' arguments for a store directory written with sizeArgs.
+func offline(dir string) []string {
+	return append([]string{"--store", dir}, sizeArgs...)
+}
+
+// online are the read commands' arguments for a running engine.
+func online(url string) []string { return []string{"--nats", url} }
+
+// connect is a plain nats.go connection, closed at the end of the test.
+func connect(t *testing.T, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(0), nats.Timeout(waitTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// ack is the reply to a published request, as README.md documents it: the position of the
+// stored message, or an error.
+type ack struct {
+	Topic           string     `json:"topic"`
+	QueueID         int32      `json:"queueId"`
+	QueueOffset     int64      `json:"queueOffset"`
+	MsgID           string     `json:"msgId"`
+	CommitLogOffset int64      `json:"commitLogOffset"`
+	StoreTimestamp  int64      `json:"storeTimestamp"`
+	Duplicate       bool       `json:"duplicate"`
+	Error           *wireError `json:"error"`
+}
+
+// wireError is `{"error":{"code":N,"description":"..."}}`.
+type wireError struct {
+	Code        int    `json:"code"`
+	Description string `json:"description"`
+}
+
+// msg is a NATS message with headers given as name, value pairs.
+func msg(subject string, body string, hdr ...string) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data = []byte(body)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		m.Header.Add(hdr[i], hdr[i+1])
+	}
+	return m
+}
+
+// request sends m as a request and decodes the reply; it also returns the reply's raw bytes.
+func request(t *testing.T, nc *nats.Conn, m *nats.Msg) (ack, []byte) {
+	t.Helper()
+	reply, err := nc.RequestMsg(m, waitTimeout)
+	if err != nil {
+		t.Fatalf("request on %s: %v", m.Subject, err)
+	}
+	var a ack
+	if err := json.Unmarshal(reply.Data, &a); err != nil {
+		t.Fatalf("reply %q: %v", reply.Data, err)
+	}
+	return a, reply.Data
+}
+
+// stored sends m as a request that must be acked.
+func stored(t *testing.T, nc *nats.Conn, m *nats.Msg) ack {
+	t.Helper()
+	a, raw := request(t, nc, m)
+	if a.Error != nil || a.Topic == "" {
+		t.Fatalf("request on %s: %s, want an ack", m.Subject, raw)
+	}
+	return a
+}
+
+// httpGet fetches url and returns the status code and the body.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	client := &http.Client{Timeout: waitTimeout}
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// freePort is a loopback port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// fileExists says whether a path exists.
+func fileExists(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := os.Stat(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// itoa is a number as a command-line argument.
+func itoa[T ~int | ~int32 | ~int64](n T) string { return fmt.Sprint(n) }
