@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -190,6 +191,13 @@ func (p *proc) log() string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// snapshot is a copy of the stderr lines so far.
+func (p *proc) snapshot() []logLine {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]logLine(nil), p.lines...)
 }
 
 // out is everything the child wrote to stdout so far.
@@ -551,3 +559,6 @@ func fileExists(t *testing.T, path string) bool {
 
 // itoa is a number as a command-line argument.
 func itoa[T ~int | ~int32 | ~int64](n T) string { return fmt.Sprint(n) }
+
+// b64 is a body as the read API's JSON carries it.
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
