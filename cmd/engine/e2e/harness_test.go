@@ -562,3 +562,15 @@ func itoa[T ~int | ~int32 | ~int64](n T) string { return fmt.Sprint(n) }
 
 // b64 is a body as the read API's JSON carries it.
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// getNoFail fetches url; it returns the status code, or 0 when nothing answers (yet).
+func getNoFail(url string) (int, string) {
+	client := &http.Client{Timeout: waitTimeout}
+	resp, err := client.Get(url)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

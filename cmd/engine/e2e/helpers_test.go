@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -175,13 +176,46 @@ func apiGet(t *testing.T, nc *nats.Conn, topic string, queue int32, offset int64
 	return r.Messages
 }
 
+// getReply is the read API's answer to a get, as far as waitReadable needs it.
+type getReply struct {
+	Messages  []json.RawMessage `json:"messages"`
+	MaxOffset int64             `json:"maxOffset"`
+	Error     *wireError        `json:"error"`
+}
+
 // waitReadable waits, through the read API, until every acked message can be read: a reader
-// sees a record once it is dispatched, which follows the ack.
+// sees a record once it is dispatched, which follows the ack. A get waits only at the head of
+// a queue that exists, so this asks at the head until the message is there, and asks again
+// after a pause while the queue is not there yet (the only polling: of another process).
 func waitReadable(t *testing.T, nc *nats.Conn, acks ...ack) {
 	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
 	for _, a := range acks {
-		if len(apiGet(t, nc, a.Topic, a.QueueID, a.QueueOffset, 10000)) == 0 {
-			t.Fatalf("%s/%d@%d not readable 10 s after its ack", a.Topic, a.QueueID, a.QueueOffset)
+		offset := a.QueueOffset
+		for {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s/%d@%d not readable %v after its ack", a.Topic, a.QueueID, a.QueueOffset, waitTimeout)
+			}
+			req, _ := json.Marshal(map[string]any{"topic": a.Topic, "queueId": a.QueueID, "offset": offset, "max": 1, "waitMs": 5000})
+			reply, err := nc.Request("$RS.API.get", req, waitTimeout)
+			if err != nil {
+				t.Fatalf("$RS.API.get %s: %v", req, err)
+			}
+			var r getReply
+			if err := json.Unmarshal(reply.Data, &r); err != nil {
+				t.Fatalf("$RS.API.get %s: %s", req, reply.Data)
+			}
+			if r.Error != nil && r.Error.Code == 404 { // the queue's first unit is not there yet
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if r.Error != nil {
+				t.Fatalf("$RS.API.get %s: %s", req, reply.Data)
+			}
+			if offset == a.QueueOffset && len(r.Messages) > 0 {
+				break
+			}
+			offset = min(r.MaxOffset, a.QueueOffset) // below it: wait at the head
 		}
 	}
 }
