@@ -350,10 +350,14 @@ type engine struct {
 	recovered map[string]any // the "store recovered" line
 }
 
-// runArgs are the arguments of `engine run` on dir: JSON logs, small files, a free port.
+// runArgs are the arguments of `engine run` on dir: JSON logs, small files, and the embedded
+// server on a free port unless extra names an external one.
 func runArgs(dir string, extra ...string) []string {
-	args := append([]string{"run", "--store", dir, "--log-format", "json", "--listen", "127.0.0.1:-1"}, sizeArgs...)
-	return append(args, extra...)
+	args := []string{"run", "--store", dir, "--log-format", "json"}
+	if !contains(extra, "--server") && !contains(extra, "-s") {
+		args = append(args, "--listen", "127.0.0.1:-1")
+	}
+	return append(append(args, sizeArgs...), extra...)
 }
 
 // startEngine runs the engine on dir with extra arguments and waits until it runs.
