@@ -259,6 +259,33 @@ func (p *proc) waitLogAfter(from int, prefix string) (map[string]any, int) {
 	}
 }
 
+// waitLogAny waits for the first JSON log line whose message starts with one of prefixes, and
+// returns it with the prefix it matched.
+func (p *proc) waitLogAny(prefixes ...string) (map[string]any, string) {
+	p.t.Helper()
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	for {
+		for _, prefix := range prefixes {
+			if l, _, ok := p.findLog(0, prefix); ok {
+				return l, prefix
+			}
+		}
+		select {
+		case <-p.notify:
+		case <-p.exited:
+			for _, prefix := range prefixes {
+				if l, _, ok := p.findLog(0, prefix); ok {
+					return l, prefix
+				}
+			}
+			p.t.Fatalf("engine exited (code %d) before logging any of %q", p.code, prefixes)
+		case <-deadline.C:
+			p.t.Fatalf("engine did not log any of %q within %v", prefixes, waitTimeout)
+		}
+	}
+}
+
 // waitRaw waits for a stderr line, JSON or not, that contains s.
 func (p *proc) waitRaw(s string) string {
 	p.t.Helper()

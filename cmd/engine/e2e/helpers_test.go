@@ -23,7 +23,8 @@ type sentMsg struct {
 }
 
 // publishAcked sends perSubject requests on each subject, one goroutine per subject, each in
-// order and waiting for its ack; it returns what was acked.
+// order and waiting for its ack; it returns what was acked. The subject is the key too, so that
+// a subject's messages share one queue.
 func publishAcked(t *testing.T, url string, tag string, subjects []string, perSubject int) []sentMsg {
 	t.Helper()
 	nc := connect(t, url)
@@ -33,7 +34,7 @@ func publishAcked(t *testing.T, url string, tag string, subjects []string, perSu
 	for _, subj := range subjects {
 		go func() {
 			for i := range perSubject {
-				m := msg(subj, fmt.Sprintf("%s %s %d", tag, subj, i), "Nats-Msg-Id", fmt.Sprintf("%s-%s-%d", tag, subj, i))
+				m := msg(subj, fmt.Sprintf("%s %s %d", tag, subj, i), "Nats-Msg-Id", fmt.Sprintf("%s-%s-%d", tag, subj, i), "Rmq-Keys", subj)
 				reply, err := nc.RequestMsg(m, waitTimeout)
 				if err != nil {
 					errs <- fmt.Errorf("%s #%d: %w", subj, i, err)
@@ -61,9 +62,9 @@ func publishAcked(t *testing.T, url string, tag string, subjects []string, perSu
 	return out
 }
 
-// publishUntilKilled publishes requests on each subject (one goroutine each) until target acks
-// have come, then SIGKILLs the engine while the publishers are still sending, and returns what
-// was acked before the kill.
+// publishUntilKilled publishes requests on each subject (one goroutine each, the subject as the
+// key) until target acks have come, then SIGKILLs the engine while the publishers are still
+// sending, and returns what was acked before the kill.
 func publishUntilKilled(t *testing.T, e *engine, tag string, subjects []string, target int) []sentMsg {
 	t.Helper()
 	nc := connect(t, e.url)
@@ -77,7 +78,7 @@ func publishUntilKilled(t *testing.T, e *engine, tag string, subjects []string, 
 	for _, subj := range subjects {
 		wg.Go(func() {
 			for i := range bound {
-				m := msg(subj, fmt.Sprintf("%s %s %d", tag, subj, i), "Nats-Msg-Id", fmt.Sprintf("%s-%s-%d", tag, subj, i))
+				m := msg(subj, fmt.Sprintf("%s %s %d", tag, subj, i), "Nats-Msg-Id", fmt.Sprintf("%s-%s-%d", tag, subj, i), "Rmq-Keys", subj)
 				reply, err := nc.RequestMsg(m, waitTimeout)
 				if err != nil {
 					return // the engine, and its embedded server, are gone
