@@ -594,6 +594,19 @@ func itoa[T ~int | ~int32 | ~int64](n T) string { return fmt.Sprint(n) }
 // b64 is a body as the read API's JSON carries it.
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
+// recv takes the next message from ch, or fails the test after waitTimeout.
+func recv[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitTimeout):
+		t.Fatalf("%s: nothing within %v", what, waitTimeout)
+		var zero T
+		return zero
+	}
+}
+
 // getNoFail fetches url; it returns the status code, or 0 when nothing answers (yet).
 func getNoFail(url string) (int, string) {
 	client := &http.Client{Timeout: waitTimeout}

@@ -159,7 +159,7 @@ func TestQueueSelection(t *testing.T) {
 	}
 	offsetOf := map[int]int64{}
 	for range n {
-		r := <-replies // each request is answered: waitTimeout bounds the test as a whole
+		r := recv(t, "an ack of a pipelined request", replies)
 		a := ackOf(t, r.Data)
 		var i int
 		fmt.Sscan(r.Subject[len(inbox)+1:], &i)

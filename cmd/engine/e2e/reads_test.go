@@ -117,7 +117,8 @@ func TestGetOptions(t *testing.T) {
 		b, _ := cmd.Output()
 		out <- b
 	}()
-	for req := range seen { // bounded: the command's request comes, or ctx kills it and the test fails below
+	for {
+		req := recv(t, "get --wait's request", seen)
 		var r struct {
 			WaitMs int64 `json:"waitMs"`
 		}
@@ -126,7 +127,7 @@ func TestGetOptions(t *testing.T) {
 		}
 	}
 	late := stored(t, nc, msg("opts.a", "late", "Rmq-Keys", "one"))
-	got := ndjson(t, string(<-out))
+	got := ndjson(t, string(recv(t, "get --wait's output", out)))
 	if len(got) != 1 || got[0]["body"] != b64("late") || got[0]["queueOffset"] != float64(late.QueueOffset) {
 		t.Fatalf("get --wait: %v, want the message stored after it started", got)
 	}
@@ -206,7 +207,7 @@ func TestReplayPaced(t *testing.T) {
 		t.Fatalf("replay --json: %q: %v", out, err)
 	}
 	for i := range 6 {
-		m := <-got // the replay is over, so its messages are on their way: bounded by the test
+		m := recv(t, "a replayed message", got)
 		if string(m.Data) != fmt.Sprint(i) {
 			t.Fatalf("replayed message %d: %q", i, m.Data)
 		}
