@@ -10,6 +10,7 @@
 // be broken (issue 16) is skipped with the item it waits for, so that it can be turned on once
 // the fix is merged.
 //
-// The package holds no code of its own: its files are tests, this comment and the harness
-// (harness_test.go).
+// The package holds no code of its own: its files are this comment and tests, with the harness
+// in harness_test.go (the binary, the child process) and client_test.go (the commands, the wire
+// client).
 package e2e
