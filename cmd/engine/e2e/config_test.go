@@ -133,14 +133,14 @@ func TestConfigPrecedence(t *testing.T) {
 	t.Run("running", func(t *testing.T) {
 		t.Parallel()
 		store := t.TempDir()
-		e := startEngineOpts(t, store, procOpts{args: runArgs(store, "-c", conf, "--queue-group", ""), env: []string{"ENGINE_MAX_BODY=2048"}}, nil)
+		e := startEngineOpts(t, store, procOpts{args: runArgs(store, "-c", conf, "--queue-group", ""), env: []string{"ENGINE_MAX_BODY=2048"}})
 		nc := connect(t, e.url)
 		stored(t, nc, msg("prec.a", body(1500)))
 		if a, raw := request(t, nc, msg("prec.a", body(3000))); a.Error == nil || a.Error.Code != 413 {
 			t.Fatalf("a 3000-byte body with the variable at 2048: %s, want 413", raw)
 		}
 		e.stop()
-		e = startEngineOpts(t, store, procOpts{args: runArgs(store, "-c", conf, "--queue-group", "", "--max-body", "4096"), env: []string{"ENGINE_MAX_BODY=2048"}}, nil)
+		e = startEngineOpts(t, store, procOpts{args: runArgs(store, "-c", conf, "--queue-group", "", "--max-body", "4096"), env: []string{"ENGINE_MAX_BODY=2048"}})
 		stored(t, connect(t, e.url), msg("prec.a", body(3000)))
 		e.stop()
 	})

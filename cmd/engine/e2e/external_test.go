@@ -80,7 +80,7 @@ func TestWrongCredentials(t *testing.T) {
 	}
 	dir := t.TempDir()
 	e := startEngineOpts(t, dir, procOpts{args: append([]string{"run", "--store", dir, "--log-format", "json",
-		"-s", clientURL(ns)}, sizeArgs...), env: []string{"NATS_USER=engine", "NATS_PASSWORD=s3cret"}}, nil)
+		"-s", clientURL(ns)}, sizeArgs...), env: []string{"NATS_USER=engine", "NATS_PASSWORD=s3cret"}})
 	e.stop()
 }
 
@@ -151,7 +151,7 @@ func TestNATSConfigFile(t *testing.T) {
 	port := freePort(t)
 	conf := writeFile(t, dir+"/nats.conf", fmt.Sprintf("host: 127.0.0.1\nport: %d\nmax_payload: 1024\n", port))
 	e := startEngineOpts(t, dir+"/store", procOpts{args: append([]string{"run", "--store", dir + "/store", "--log-format", "json",
-		"--nats-config", conf, "--max-body", "256KiB"}, sizeArgs...)}, nil)
+		"--nats-config", conf, "--max-body", "256KiB"}, sizeArgs...)})
 	if want := fmt.Sprintf("nats://127.0.0.1:%d", port); e.url != want {
 		t.Fatalf("the embedded server at %s, want the file's %s", e.url, want)
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -92,7 +91,6 @@ type proc struct {
 	mu     sync.Mutex
 	lines  []logLine
 	notify chan struct{} // a value after each new line (capacity 1)
-	stdout bytes.Buffer  // guarded by mu, through lockedWriter
 
 	exited chan struct{} // closed once the process has exited and its stderr is read
 	code   int           // exit code (-1: killed by a signal), set before exited is closed
@@ -107,17 +105,6 @@ type procOpts struct {
 	dir  string
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
 // startProc starts the binary; the test's cleanup kills it if it still runs, fails the test on
 // a race report, and prints its stderr when the test failed.
 func startProc(t *testing.T, o procOpts) *proc {
@@ -129,7 +116,6 @@ func startProc(t *testing.T, o procOpts) *proc {
 		cmd.Dir = t.TempDir()
 	}
 	p := &proc{t: t, args: o.args, cmd: cmd, notify: make(chan struct{}, 1), exited: make(chan struct{})}
-	cmd.Stdout = lockedWriter{&p.mu, &p.stdout}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -198,13 +184,6 @@ func (p *proc) snapshot() []logLine {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]logLine(nil), p.lines...)
-}
-
-// out is everything the child wrote to stdout so far.
-func (p *proc) out() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stdout.String()
 }
 
 // nlines is the number of stderr lines so far: a mark for waitLogAfter.
@@ -371,7 +350,7 @@ func (p *proc) stop() {
 type engine struct {
 	*proc
 	dir       string
-	extra     []string
+	opts      procOpts       // how it was started, for restart
 	url       string         // the embedded server, from the "engine running" line
 	http      string         // the monitoring address, when --http was given
 	recovered map[string]any // the "store recovered" line
@@ -390,12 +369,12 @@ func runArgs(dir string, extra ...string) []string {
 // startEngine runs the engine on dir with extra arguments and waits until it runs.
 func startEngine(t *testing.T, dir string, extra ...string) *engine {
 	t.Helper()
-	return startEngineOpts(t, dir, procOpts{args: runArgs(dir, extra...)}, extra)
+	return startEngineOpts(t, dir, procOpts{args: runArgs(dir, extra...)})
 }
 
-func startEngineOpts(t *testing.T, dir string, o procOpts, extra []string) *engine {
+func startEngineOpts(t *testing.T, dir string, o procOpts) *engine {
 	t.Helper()
-	e := &engine{proc: startProc(t, o), dir: dir, extra: extra}
+	e := &engine{proc: startProc(t, o), dir: dir, opts: o}
 	e.recovered = e.waitLog("store recovered")
 	running := e.waitLog("engine running")
 	e.url, _ = running["nats"].(string)
@@ -408,10 +387,9 @@ func startEngineOpts(t *testing.T, dir string, o procOpts, extra []string) *engi
 	return e
 }
 
-// restart starts the engine again on the same store with the same arguments, once it has
-// exited.
+// restart starts the engine again on the same store as it was started, once it has exited.
 func (e *engine) restart(t *testing.T) *engine {
 	t.Helper()
 	e.wait()
-	return startEngine(t, e.dir, e.extra...)
+	return startEngineOpts(t, e.dir, e.opts)
 }

@@ -22,7 +22,7 @@ import (
 func TestZeroConfigRun(t *testing.T) {
 	t.Parallel()
 	cwd := t.TempDir()
-	e := startEngineOpts(t, filepath.Join(cwd, "store"), procOpts{args: []string{"run", "--listen", "127.0.0.1:-1"}, dir: cwd}, nil)
+	e := startEngineOpts(t, filepath.Join(cwd, "store"), procOpts{args: []string{"run", "--listen", "127.0.0.1:-1"}, dir: cwd})
 	for _, l := range e.snapshot() {
 		if l.fields == nil {
 			t.Fatalf("a log line that is not JSON: %q", l.raw)
@@ -153,7 +153,7 @@ func TestSecondSignal(t *testing.T) {
 	proxy := newStallProxy(t, ns.Addr().String())
 	dir := t.TempDir()
 	args := append([]string{"run", "--store", dir, "--log-format", "json", "--server", proxy.url(), "--http", "127.0.0.1:0"}, sizeArgs...)
-	e := startEngineOpts(t, dir, procOpts{args: args}, nil)
+	e := startEngineOpts(t, dir, procOpts{args: args})
 	acked := publishAcked(t, clientURL(ns), "before", []string{"sig.a", "sig.b"}, 20)
 
 	proxy.stalled.Store(true)
