@@ -143,10 +143,10 @@ func TestSIGKILLKeepsAcked(t *testing.T) {
 }
 
 // TestSecondSignal: a second SIGTERM during the drain exits at once with code 1 (before the
-// drain ends, which it cannot for 10 s) and leaves the abort file; /readyz says 503 while the engine stops; the next start recovers everything acked.
-// The drain is made to last: the engine uses an external server behind a proxy that holds what
-// the server sends once the test says so, so the drain's flush waits for a PONG that does not
-// come.
+// drain ends, which it cannot for 10 s) and leaves the abort file; /readyz says 503 while the
+// engine stops; the next start recovers everything acked. The drain is made to last: the engine
+// uses an external server behind a proxy that holds what the server sends once the test says
+// so, so the drain's flush waits for a PONG that does not come.
 func TestSecondSignal(t *testing.T) {
 	t.Parallel()
 	ns := startNATS(t, 0)
