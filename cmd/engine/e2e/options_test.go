@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Settings of docs/CONFIG.md that change what a client sees on the wire, and the read API's
+// pull (README.md "The read API over NATS").
+
+// TestIngressOptions: --queues, --keys-header, --tags-header, --queue-key-header, --store-host
+// (in the message ids), --no-prop-crc (no __CRC32# property), --dedupe-max 0 (dedupe off).
+func TestIngressOptions(t *testing.T) {
+	t.Parallel()
+	e := startEngine(t, t.TempDir(), "--queues", "8", "--keys-header", "X-Keys", "--tags-header", "X-Tags",
+		"--queue-key-header", "X-Shard", "--store-host", "10.1.2.3:9876", "--no-prop-crc", "--dedupe-max", "0")
+	nc := connect(t, e.url)
+	perQueue := map[int32]int{}
+	for range 16 {
+		perQueue[stored(t, nc, msg("opt.rr", "x")).QueueID]++
+	}
+	if len(perQueue) != 8 {
+		t.Errorf("--queues 8: 16 keyless messages went to queues %v", perQueue)
+	}
+	a := stored(t, nc, msg("opt.k", "x", "X-Keys", "k1 k2", "X-Tags", "t", "X-Shard", "shard-7", "Nats-Msg-Id", "same"))
+	if want := queueByHash("shard-7", 8); a.QueueID != want {
+		t.Errorf("--queue-key-header X-Shard: queue %d, want %d (the hash of the header's value)", a.QueueID, want)
+	}
+	if want := fmt.Sprintf("0A01020300002694%016X", a.CommitLogOffset); a.MsgID != want {
+		t.Errorf("--store-host 10.1.2.3:9876: message id %s, want %s", a.MsgID, want)
+	}
+	again := stored(t, nc, msg("opt.k", "x", "X-Shard", "shard-7", "Nats-Msg-Id", "same"))
+	if again.Duplicate || again.QueueOffset != a.QueueOffset+1 {
+		t.Errorf("--dedupe-max 0: the same id again %+v, want stored again", again)
+	}
+	waitReadable(t, nc, a)
+	p := propsOf(t, nc, a)
+	if p["KEYS"] != "k1 k2" || p["TAGS"] != "t" || p["X-Shard"] != "shard-7" {
+		t.Errorf("--keys-header/--tags-header: properties %v", p)
+	}
+	if _, ok := p["__CRC32#"]; ok {
+		t.Errorf("--no-prop-crc: a __CRC32# property: %v", p)
+	}
+	e.stop()
+}
+
+// TestAPIOptions: --api-prefix moves the read API (the old subject has no responders, the
+// commands take --api-prefix); --no-read-api serves none; --no-index makes a key query fail
+// with 501.
+func TestAPIOptions(t *testing.T) {
+	t.Parallel()
+	e := startEngine(t, t.TempDir(), "--api-prefix", "my.api", "--subjects", "orders.>")
+	nc := connect(t, e.url)
+	a := stored(t, nc, msg("orders.api", "x", "Nats-Msg-Id", "api-1"))
+	if _, err := nc.Request("$RS.API.topics", nil, waitTimeout); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("$RS.API.topics with --api-prefix my.api: %v, want no responders", err)
+	}
+	reply, err := nc.Request("my.api.topics", nil, waitTimeout)
+	if err != nil || !strings.Contains(string(reply.Data), a.Topic) {
+		t.Fatalf("my.api.topics: %v %s", err, reply.Data)
+	}
+	if got := ndjson(t, mustCLI(t, "topics", "--json", "--api-prefix", "my.api", "--nats", e.url)); len(got) != 1 {
+		t.Errorf("topics --api-prefix my.api: %v", got)
+	}
+	e.stop()
+
+	// (With --subjects '>' the ingress subscription matches $RS.API.* too: it stores nothing of
+	// it and answers nothing, but a request then waits for its timeout instead of no responders.)
+	off := startEngine(t, t.TempDir(), "--no-read-api", "--subjects", "orders.>")
+	if _, err := connect(t, off.url).Request("$RS.API.topics", nil, waitTimeout); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("--no-read-api: %v, want no responders", err)
+	}
+	off.stop()
+
+	dir := t.TempDir()
+	noidx := startEngine(t, dir, "--no-index")
+	nc = connect(t, noidx.url)
+	b := stored(t, nc, msg("noidx.a", "x", "Nats-Msg-Id", "i-1"))
+	waitReadable(t, nc, b)
+	reply, err = nc.Request("$RS.API.query", []byte(`{"topic":"noidx_a","key":"i-1"}`), waitTimeout)
+	var r struct {
+		Error *wireError `json:"error"`
+	}
+	if err != nil || json.Unmarshal(reply.Data, &r) != nil || r.Error == nil || r.Error.Code != 501 {
+		t.Errorf("a key query with --no-index: %v %s, want a 501 error", err, reply.Data)
+	}
+	noidx.stop()
+}
+
+// TestPull: $RS.API.pull answers with the messages themselves, as NATS messages with their
+// original body and headers on the reply subject, then an end message with the next offset.
+func TestPull(t *testing.T) {
+	t.Parallel()
+	e := startEngine(t, t.TempDir())
+	nc := connect(t, e.url)
+	var acks []ack
+	for i := range 3 {
+		acks = append(acks, stored(t, nc, msg("pull.a", fmt.Sprint("body ", i), "Rmq-Keys", "k", "X-Note", fmt.Sprint(i))))
+	}
+	waitReadable(t, nc, acks[2])
+	inbox := nats.NewInbox()
+	got := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe(inbox, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	req, _ := json.Marshal(map[string]any{"topic": "pull_a", "queueId": acks[0].QueueID, "offset": 0, "max": 10})
+	if err := nc.PublishRequest("$RS.API.pull", inbox, req); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.NewTimer(waitTimeout)
+	defer timeout.Stop()
+	for i := 0; ; i++ {
+		var m *nats.Msg
+		select {
+		case m = <-got:
+		case <-timeout.C:
+			t.Fatalf("pull: no end message within %v", waitTimeout)
+		}
+		if m.Reply == "" { // the end message
+			if i != 3 || m.Header.Get("Rs-Pull-Status") != "FOUND" || m.Header.Get("Rs-Pull-Next-Offset") != "3" || m.Header.Get("Rs-Pull-Count") != "3" {
+				t.Fatalf("pull end after %d messages: %v", i, m.Header)
+			}
+			break
+		}
+		if i >= 3 || string(m.Data) != fmt.Sprint("body ", i) || m.Header.Get("X-Note") != fmt.Sprint(i) || m.Header.Get("Rmq-Keys") != "k" {
+			t.Fatalf("pulled message %d: %q %v", i, m.Data, m.Header)
+		}
+		if !strings.HasPrefix(m.Reply, fmt.Sprintf("$RS.PULL.%d.", i)) || !strings.HasSuffix(m.Reply, acks[i].MsgID) {
+			t.Fatalf("pulled message %d: position %q, want $RS.PULL.%d.<time>.%s", i, m.Reply, i, acks[i].MsgID)
+		}
+	}
+	e.stop()
+}
