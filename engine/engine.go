@@ -76,6 +76,8 @@ type Engine struct {
 	prods         []*producer
 	prodsStopping bool
 	reaped        chan struct{}
+	// sealed is the durable offset of the last checkpoint written (Stats.Sealed).
+	sealed atomic.Int64
 	// reads guards the stores against unmapping under a read: reads hold it shared.
 	reads        sync.RWMutex
 	storesClosed bool
@@ -266,7 +268,10 @@ func (e *Engine) checkpointer() *flushers.Checkpointer {
 		},
 		Interval: o.CQFlushInterval, LeastPages: o.CQFlushLeastPages, ThoroughInterval: o.CQFlushThoroughInterval,
 		Logger: o.Logger.With().Str("stage", "checkpoint").Logger(),
-		Saved:  e.retention.checkpointed, // retention deletes only below the last checkpoint
+		Saved: func(cp checkpoint.Checkpoint) {
+			e.sealed.Store(cp.Ext.DurableOffset)
+			e.retention.checkpointed(cp) // retention deletes only below the last checkpoint
+		},
 	}
 	if e.index != nil {
 		c.Index = e.index

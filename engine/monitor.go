@@ -401,7 +401,10 @@ type StatusOffsets struct {
 	Written    int64 `json:"written"`
 	Durable    int64 `json:"durable"`
 	Dispatched int64 `json:"dispatched"`
-	Min        int64 `json:"min"`
+	// Sealed is the durable offset of the last checkpoint: damage below it is refused at
+	// recovery, not cut.
+	Sealed int64 `json:"sealed"`
+	Min    int64 `json:"min"`
 }
 
 // StatusLags are in bytes.
@@ -543,7 +546,7 @@ func (m *Monitor) Status() Status {
 	} else {
 		s = e.Stats()
 	}
-	out.Offsets = &StatusOffsets{Written: s.Written, Durable: s.Durable, Dispatched: s.Dispatched, Min: s.MinOffset}
+	out.Offsets = &StatusOffsets{Written: s.Written, Durable: s.Durable, Dispatched: s.Dispatched, Sealed: s.Sealed, Min: s.MinOffset}
 	out.Lags = &StatusLags{Dispatch: s.DispatchLag, Flush: s.FlushLag}
 	out.Queues = &StatusQueues{AppendInbox: s.AppendInbox, AppendInboxCap: s.AppendInboxCap, AckQueue: s.AckQueue, AckQueueCap: s.AckQueueCap}
 	out.Counters = &StatusCounters{

@@ -8,6 +8,9 @@ type Stats struct {
 	// DispatchLag is Written - Dispatched: bytes appended but not yet in the ConsumeQueues and
 	// IndexFiles. FlushLag is Written - Durable.
 	DispatchLag, FlushLag int64
+	// Sealed is the durable offset of the last checkpoint written: recovery refuses to start on
+	// damage below it rather than cut it as a torn tail.
+	Sealed int64
 	// Queue depths (batches) and their bounds: the writer's inbox and the ack queue.
 	AppendInbox, AppendInboxCap int
 	AckQueue, AckQueueCap       int
@@ -41,6 +44,7 @@ func (e *Engine) Stats() Stats {
 	a := e.appender.Stats()
 	st := Stats{
 		Offsets:        e.Offsets(),
+		Sealed:         e.sealed.Load(),
 		AppendInbox:    len(e.in),
 		AppendInboxCap: cap(e.in),
 		AckQueue:       len(e.acks),

@@ -35,7 +35,8 @@ type DispatchInfo interface {
 // pages every Interval and everything every ThoroughInterval; only after a thorough flush does it
 // move the checkpoint's dispatched offset, so that recovery re-dispatches from a point below
 // which every unit and index entry is on disk. The checkpoint also carries the durable offset,
-// below which recovery treats damage as corruption rather than a torn tail.
+// below which recovery treats damage as corruption rather than a torn tail: it is written
+// again every Interval in which it moved (sealDurable).
 type Checkpointer struct {
 	ConsumeQueues ConsumeQueues
 	Index         Index // nil when indexing is off
@@ -56,6 +57,11 @@ type Checkpointer struct {
 
 	// Saved, when set, is told every checkpoint written.
 	Saved func(checkpoint.Checkpoint)
+
+	// last is the last checkpoint written (Thorough, or the durable offset moved on since);
+	// owned by Run's goroutine once it runs.
+	last    checkpoint.Checkpoint
+	hasLast bool
 }
 
 // Run flushes until Dispatched is closed, then does a last thorough flush and checkpoint and
@@ -79,6 +85,9 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 				continue
 			}
 			if err := c.ConsumeQueues.FlushAll(least); err != nil {
+				return err
+			}
+			if err := c.sealDurable(); err != nil {
 				return err
 			}
 		case <-done:
@@ -125,9 +134,29 @@ func (c *Checkpointer) Thorough() error {
 			Valid: true, DurableOffset: durable, DispatchedOffset: dispatched, PropCRCFrom: c.PropCRCFrom,
 		},
 	}
+	return c.save(cp)
+}
+
+// sealDurable writes the last checkpoint again with the durable offset moved on, when it has:
+// recovery treats invalid data below that offset as damage to refuse, not a torn tail to cut,
+// so an acked record is protected within an Interval of its sync rather than only after the
+// next thorough flush. Nothing else changes: the dispatched offset and RocketMQ's timestamps
+// still say what the last thorough flush covered.
+func (c *Checkpointer) sealDurable() error {
+	durable := c.Durable.Load()
+	if !c.hasLast || durable <= c.last.Ext.DurableOffset {
+		return nil
+	}
+	cp := c.last
+	cp.Ext.DurableOffset = durable
+	return c.save(cp)
+}
+
+func (c *Checkpointer) save(cp checkpoint.Checkpoint) error {
 	if err := c.Save(cp); err != nil {
 		return err
 	}
+	c.last, c.hasLast = cp, true
 	if c.Saved != nil {
 		c.Saved(cp)
 	}

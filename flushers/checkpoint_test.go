@@ -309,3 +309,44 @@ func TestCheckpointerCancel(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckpointerSealsDurable: once a checkpoint was written, every Interval in which the
+// durable offset moved writes it again with the new durable offset (what recovery refuses to
+// cut), and nothing else changed: not the dispatched offset, not RocketMQ's timestamps. An
+// Interval in which it did not move writes nothing.
+func TestCheckpointerSealsDurable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &ckpFakes{}
+		durable, dispatched := stages.NewWatermark(0), stages.NewWatermark(0)
+		c := newCheckpointer(f, durable, dispatched)
+		c.Interval, c.ThoroughInterval = time.Second, time.Hour
+		f.ts.Store(1000)
+		dispatched.Advance(100)
+		durable.Advance(100)
+		if err := c.Thorough(); err != nil { // as Open does before Run
+			t.Fatal(err)
+		}
+		done := runCheckpointer(t.Context(), c)
+		durable.Advance(250)
+		f.ts.Store(2000)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		_, saved := f.snapshot()
+		if len(saved) != 2 {
+			t.Fatalf("%d checkpoints, want the thorough one and one with the durable offset moved", len(saved))
+		}
+		if e := saved[1].Ext; e.DurableOffset != 250 || e.DispatchedOffset != 100 || saved[1].PhysicMsgTimestamp != 1000 {
+			t.Fatalf("second checkpoint %+v", saved[1])
+		}
+		time.Sleep(time.Second) // nothing moved
+		synctest.Wait()
+		if _, saved := f.snapshot(); len(saved) != 2 {
+			t.Fatalf("%d checkpoints after an interval in which nothing moved", len(saved))
+		}
+		durable.Fail(nil)
+		dispatched.Fail(nil)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -16,7 +16,6 @@ import (
 // (2 minutes) stores nothing and answers "duplicate":true with the first copy's position", and
 // docs/SCALE-OUT.md tells publishers to retry with the same id exactly when an engine restarts.
 func TestDedupeAcrossRestart(t *testing.T) {
-	t.Skip("issue 16 item 2 (the dedupe window does not survive a restart): fixed on another branch")
 	t.Parallel()
 	for _, how := range []string{"SIGKILL", "SIGTERM"} {
 		t.Run(how, func(t *testing.T) {
@@ -46,7 +45,6 @@ func TestDedupeAcrossRestart(t *testing.T) {
 // store written with small segments prints "no messages" (exit 0) without the flags, while
 // `offsets` says the queue holds the message.
 func TestOfflineReadsWithoutSizeFlags(t *testing.T) {
-	t.Skip("issue 16 item 12 (offline reads with the wrong segment size answer no messages): fixed on another branch")
 	t.Parallel()
 	dir := t.TempDir()
 	e := startEngine(t, dir)
@@ -105,7 +103,6 @@ func copyTree(t *testing.T, src, dst string) {
 // RocketMQ wrote (no __CRC32# property) says it is consistent, and `engine repair` removes
 // nothing of it; `engine run` keeps every record.
 func TestVerifyRocketMQStore(t *testing.T) {
-	t.Skip("issue 16 item 7 (verify and repair destroy RocketMQ stores): fixed on another branch")
 	t.Parallel()
 	fx := rocketMQFixtures(t)
 	dir := t.TempDir()
@@ -128,7 +125,6 @@ func TestVerifyRocketMQStore(t *testing.T) {
 // checkpoint and keeps the rest; a checkpoint RocketMQ rewrote is a valid checkpoint: verify
 // accepts it and the next start keeps every index file.
 func TestCheckpointRewrittenByRocketMQ(t *testing.T) {
-	t.Skip("issue 16 item 8 (the checkpoint extension breaks when RocketMQ touches the checkpoint): fixed on another branch")
 	t.Parallel()
 	dir := t.TempDir()
 	e := startEngine(t, dir)
