@@ -155,6 +155,7 @@ type replicated struct {
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 	waitLog logLimiter // "still waiting for JetStream" lines
+	beatLog logLimiter // heartbeats that are not
 
 	// settled is closed once the live engines have been found and the partitions assigned;
 	// opened once every partition's stream and consumer are open; started once both are.
@@ -204,7 +205,7 @@ func (in *Ingress) startReplicated(context.Context) error {
 	self := replMember{Name: src.Name, Nonce: rand.Text(), Parts: owned}
 	r := &replicated{in: in, src: src, js: js, parts: map[int]*replPartition{}, stop: stop,
 		members: newReplMembers(self, src.MembersSubject(), src.Heartbeat),
-		waitLog: logLimiter{interval: waitLogEvery}, settled: make(chan struct{}), opened: make(chan struct{}),
+		waitLog: logLimiter{interval: waitLogEvery}, beatLog: logLimiter{interval: waitLogEvery}, settled: make(chan struct{}), opened: make(chan struct{}),
 		started: make(chan struct{})}
 	for _, p := range owned {
 		r.parts[p] = newReplPartition(r, p)

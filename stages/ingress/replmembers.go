@@ -152,14 +152,17 @@ func (ms *replMembers) publish(nc *nats.Conn, leaving bool) error {
 	return nc.Publish(ms.subject, data)
 }
 
-// balance keeps the live set and applies its assignment to the partitions until ctx ends; then
-// it says this engine is leaving.
+// balance keeps the live set and applies its assignment to the partitions until ctx ends (the
+// last heartbeat, leaving, is stopReplicated's).
 func (r *replicated) balance(ctx context.Context) {
 	ms, nc := r.members, r.in.cfg.Conn
 	sub, err := nc.Subscribe(ms.subject, func(msg *nats.Msg) {
 		m, err := decodeBeat(msg.Data)
 		if err != nil {
-			r.in.log.Warn().Err(err).Str("subject", msg.Subject).Msg("ingress: replicated: a heartbeat that is not one; ignored")
+			if ok, held := r.beatLog.allow(time.Now()); ok {
+				r.in.log.Warn().Err(err).Str("subject", msg.Subject).Int64("more", held).
+					Msg("ingress: replicated: a heartbeat that is not one; ignored (logged at most every 10s)")
+			}
 			return
 		}
 		ms.onBeat(m, time.Now())
