@@ -48,6 +48,7 @@ owned=(0-21 22-42 43-63)
 # alone, which then stops each engine once (a second signal makes an engine exit at once).
 set -m
 pids=()
+printers=()
 stop() {
 	trap - INT TERM
 	kill -TERM "${pids[@]}" 2>/dev/null || true
@@ -77,10 +78,14 @@ for i in 1 2 3; do
 	else
 		args+=(--owned-partitions "${owned[$((i - 1))]}")
 	fi
-	# The prefixing awk ignores the signals, so that it prints the engine's last lines.
-	"$engine" "${args[@]}" > >(trap '' INT TERM && exec awk -v p="e$i: " '{ print p $0; fflush() }') 2>&1 &
+	# The engine's lines, its name first, by a printer that ignores the signals (it ends when the
+	# engine has exited and closed its output), so that the engine's last lines are printed too.
+	exec 3> >(trap '' INT TERM && exec awk -v p="e$i: " '{ print p $0; fflush() }')
+	printers+=("${!:-}")
+	"$engine" "${args[@]}" >&3 2>&3 3>&- &
 	pids+=($!)
-	echo $! >"$dir/e$i.pid"
+	exec 3>&-
+	echo "${pids[$((i - 1))]}" >"$dir/e$i.pid"
 done
 # Until every engine has exited (a signal interrupts wait: wait again); the exit status is the
 # last failed engine's.
@@ -95,5 +100,8 @@ for pid in "${pids[@]}"; do
 		[ "$code" -eq 0 ] || status=$code
 		break
 	done
+done
+for p in "${printers[@]}"; do
+	[ -z "$p" ] || wait "$p" 2>/dev/null || true
 done
 exit "$status"
