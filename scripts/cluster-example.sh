@@ -12,7 +12,7 @@
 # http://127.0.0.1:8222..8224 (/readyz, /status). Publish with any NATS client to orders.<key> on
 # nats://127.0.0.1:4222 (request/reply in single-copy mode; JetStream publish in replicated mode),
 # read back with
-#   go run ./cmd/engine get --nats nats://127.0.0.1:4222 --topic orders --queue <partition>
+#   go run ./cmd/engine get --nats nats://127.0.0.1:4222 --partitions 64 --topic orders --queue <partition>
 # Each engine's log lines start with its name (e1: ...); its process id is in cluster-example/e<i>.pid
 # (kill one to see the others take over). Ctrl-C stops all three.
 #
