@@ -288,6 +288,12 @@ func (m *Monitor) state() monitorState {
 		st.reason = "nats connection " + s.conn.Status().String()
 		return st
 	}
+	if s := st.server; s != nil {
+		if err := s.replicatedNotReady(); err != nil {
+			st.reason = err.Error()
+			return st
+		}
+	}
 	st.ready = true
 	return st
 }

@@ -39,6 +39,10 @@ type StatusPartitions struct {
 	// Floors are, in replicated mode, each partition's stream sequence up to which everything is
 	// durable here.
 	Floors map[string]uint64 `json:"floors,omitempty"`
+	// Taken are, in replicated mode, the partitions spread to this engine (the ones it pulls),
+	// and Engines the live engines they were spread over (docs/SCALE-OUT.md).
+	Taken   []int    `json:"taken,omitempty"`
+	Engines []string `json:"engines,omitempty"`
 }
 
 func natsStatus(s *Server) *StatusNATS {
@@ -71,6 +75,7 @@ func natsStatus(s *Server) *StatusNATS {
 				for part, f := range floors {
 					sp.Floors[strconv.Itoa(part)] = f
 				}
+				sp.Taken, sp.Engines = s.ing.ReplicatedTaken(), s.ing.ReplicatedEngines()
 			}
 			n.Partitions = sp
 		}

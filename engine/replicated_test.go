@@ -25,6 +25,30 @@ const replParts = 4
 func replStored(t *testing.T, e *Engine) map[[2]int64]string {
 	t.Helper()
 	out := map[[2]int64]string{}
+	for k, m := range replRecords(t, e) {
+		out[k] = m.UniqKey
+	}
+	return out
+}
+
+// replProps is, by (queue, offset), what e stored of a message but its body and CommitLog
+// position: its id, store time and properties (but the whole-record CRC, which covers the
+// CommitLog position).
+func replProps(t *testing.T, e *Engine) map[[2]int64]string {
+	t.Helper()
+	out := map[[2]int64]string{}
+	for k, m := range replRecords(t, e) {
+		props := maps.Clone(m.Properties)
+		delete(props, "__CRC32#")
+		out[k] = fmt.Sprintf("%s %d %v", m.UniqKey, m.StoreTimestamp, props)
+	}
+	return out
+}
+
+// replRecords reads what e holds of topic orders, by (queue, offset).
+func replRecords(t *testing.T, e *Engine) map[[2]int64]ReadMessage {
+	t.Helper()
+	out := map[[2]int64]ReadMessage{}
 	ctx, cancel := context.WithTimeout(context.Background(), serveTimeout)
 	defer cancel()
 	qs, err := e.QueueOffsets("orders")
@@ -41,7 +65,7 @@ func replStored(t *testing.T, e *Engine) map[[2]int64]string {
 				t.Fatalf("queue %d: nothing at %d below its max %d", q.QueueID, off, q.Max)
 			}
 			for _, m := range res.Messages {
-				out[[2]int64{int64(m.QueueID), m.QueueOffset}] = m.UniqKey
+				out[[2]int64{int64(m.QueueID), m.QueueOffset}] = m
 			}
 			off = res.NextOffset
 		}
@@ -62,6 +86,19 @@ func storedCount(e *Engine) int64 {
 	return n
 }
 
+// waitReplStarted waits until every engine's partitions are open and spread.
+func waitReplStarted(t *testing.T, ss ...*served) {
+	t.Helper()
+	deadline := time.After(serveTimeout)
+	for _, s := range ss {
+		select {
+		case <-s.ReplicatedStarted():
+		case <-deadline:
+			t.Fatalf("replicated mode not started: %v", s.replicatedNotReady())
+		}
+	}
+}
+
 // TestReplicatedFailover: two engines share every partition's pinned consumer; publishers get
 // JetStream's acks. The pinned engine is killed: after the pin's TTL the other one takes its
 // partitions, reads what it had not stored from the stream, and goes on; then one of the three
@@ -79,17 +116,19 @@ func TestReplicatedFailover(t *testing.T) {
 	for p := range all {
 		all[p] = p
 	}
-	serveRepl := func(url, dir, consumer string) *served {
+	serveRepl := func(url, dir, consumer, name string) *served {
 		opts := testOptions(t, dir)
 		return serve(t, opts, NATSOptions{URL: url, TopicTokens: 1, NoReadAPI: true,
 			Partitions: &ingress.Partitions{Count: replParts, Owned: all},
-			Replicated: &ingress.ReplicatedSource{Consumer: consumer, PinnedTTL: time.Second, AckWait: 2 * time.Second}})
+			Replicated: &ingress.ReplicatedSource{Consumer: consumer, PinnedTTL: time.Second, AckWait: 2 * time.Second,
+				Name: name, Heartbeat: 100 * time.Millisecond}})
 	}
 	dirA, dirB := t.TempDir(), t.TempDir()
-	a := serveRepl(c.URL(0), dirA, "")
-	b := serveRepl(c.URL(1)+","+c.URL(2), dirB, "")
+	a := serveRepl(c.URL(0), dirA, "", "a")
+	b := serveRepl(c.URL(1)+","+c.URL(2), dirB, "", "b")
 	// A hot standby: a consumer of its own, so it takes every partition all along.
-	hot := serveRepl(c.URL(2)+","+c.URL(1), t.TempDir(), "hot-standby")
+	hot := serveRepl(c.URL(2)+","+c.URL(1), t.TempDir(), "hot-standby", "hot")
+	waitReplStarted(t, a, b, hot)
 
 	nc, err := nats.Connect(c.URL(2)+","+c.URL(1), nats.DontRandomize(), nats.MaxReconnects(-1),
 		nats.ReconnectWait(50*time.Millisecond))
@@ -190,10 +229,17 @@ func TestReplicatedFailover(t *testing.T) {
 		}
 	}
 
-	// The hot standby holds the same, at the same queue offsets.
+	// The hot standby holds the same, at the same queue offsets, with the same properties
+	// (not the pin the server gave each consumer's engine).
 	waitStored(hot, 3*perPhase)
 	if theirs := replStored(t, hot.Engine); !maps.Equal(theirs, got) {
 		t.Fatalf("the hot standby holds %d messages, the survivor %d, not at the same offsets", len(theirs), len(got))
+	}
+	mine, hots := replProps(t, survivor.Engine), replProps(t, hot.Engine)
+	for k, v := range mine {
+		if hots[k] != v {
+			t.Fatalf("queue %d offset %d: %s in the survivor, %s in the hot standby", k[0], k[1], v, hots[k])
+		}
 	}
 
 	// The killed engine's store, reopened: every message it holds is where the survivor has it.

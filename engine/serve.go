@@ -94,6 +94,9 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 		log.Warn().Str("store_host", opts.StoreHost.String()).
 			Msg("partitioned ingest with the default store host: every engine needs a store host of its own (--store-host), or their offset message ids (store host + CommitLog offset) collide")
 	}
+	if err := s.checkReplicated(nopts); err != nil {
+		return nil, err
+	}
 	parts, ownKV, err := s.claimOwnership(ctx, nopts)
 	if err != nil {
 		return nil, err

@@ -1,102 +1,86 @@
 package main
 
 import (
-	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/rocketstore/engine/engine/api"
-	"github.com/rocketstore/engine/stages/ingress"
 )
 
-// exampleOwned are the example's partition sets (docs/SCALE-OUT.md, scripts/cluster-example.sh).
-var exampleOwned = []string{"0-21", "22-42", "43-63"}
-
-// TestClusterExample runs the documented three-server, three-engine deployment: three `engine
-// run` processes, each embedding one server of the cluster from docs/examples/cluster (its ports
-// and directories moved to free ones here), each owning a third of 64 partitions. Keyed
-// requests through one server are acked by their partitions' owners, and a partition-aware
-// client's fan-out offsets count every message.
-func TestClusterExample(t *testing.T) {
-	dir := t.TempDir()
-	var replace []string
-	for i := range 3 {
-		replace = append(replace, fmt.Sprintf("127.0.0.1:%d", 4222+i), fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			fmt.Sprintf("127.0.0.1:%d", 6222+i), fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			fmt.Sprintf("./cluster-example/n%d/", i+1), filepath.Join(dir, fmt.Sprintf("n%d", i+1))+"/")
+// TestClusterExampleSingleCopy runs scripts/cluster-example.sh in its default mode: three
+// engines, each owning a third of 64 partitions. Keyed requests through server 1 are acked by
+// their partitions' owners (the ack's queue is the key's partition), routed gets read every
+// message back from its owner, no engine warns of the default store host, and SIGTERM to the
+// script stops every engine cleanly.
+func TestClusterExampleSingleCopy(t *testing.T) {
+	began := time.Now()
+	x := startExample(t, "")
+	for i := 1; i <= 3; i++ {
+		x.waitLog(i, "engine running")
 	}
-	r := strings.NewReplacer(replace...)
-	var urls []string
-	for i := range 3 {
-		text, err := os.ReadFile(filepath.Join("..", "..", "docs", "examples", "cluster", fmt.Sprintf("n%d.conf", i+1)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		conf := filepath.Join(dir, fmt.Sprintf("n%d.conf", i+1))
-		if err := os.WriteFile(conf, []byte(r.Replace(string(text))), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		args := append(storeArgs(filepath.Join(dir, fmt.Sprintf("e%d", i+1))), "--nats-config", conf,
-			"--partitions", "64", "--owned-partitions", exampleOwned[i], "--topic-tokens", "1",
-			"--store-host", fmt.Sprintf("127.0.0.1:%d", 10911+i))
-		c := startChild(t, args...)
-		running, _ := c.waitLog(0, "engine running")
-		url, _ := running["nats"].(string)
-		urls = append(urls, url)
-		t.Cleanup(func() {
-			c.signal(syscall.SIGTERM)
-			if code := c.wait(); code != 0 {
-				t.Errorf("engine %d exited %d:\n%s", i+1, code, c.log())
-			}
-		})
-	}
-	nc, err := nats.Connect(urls[0])
+	x.waitAllReady()
+	nc, err := nats.Connect(x.clientURL(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	// Each engine subscribed on its own server: wait until server 1 knows every partition's
-	// subscription (a request finds a responder), bounded.
-	for _, key := range []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"} {
-		waitResponder(t, nc, "orders."+key)
+	keys := partitionKeys(examplePartitions)
+	for _, key := range keys {
+		waitResponder(t, nc, "orders."+key) // interest crosses the routes asynchronously
 	}
-	const n = 300
-	for i := range n {
-		key := fmt.Sprintf("k%d", i%30)
-		m := nats.NewMsg("orders." + key)
-		m.Header.Set(nats.MsgIdHdr, "ex-"+strconv.Itoa(i))
-		m.Data = []byte(strconv.Itoa(i))
-		reply, err := nc.RequestMsg(m, waitTimeout)
+	const perKey = 3
+	for n := range perKey {
+		for p, key := range keys {
+			m := nats.NewMsg("orders." + key)
+			m.Header.Set(nats.MsgIdHdr, fmt.Sprintf("m-%d-%d", p, n))
+			m.Data = fmt.Appendf(nil, "%s %d", key, n)
+			reply, err := nc.RequestMsg(m, waitTimeout)
+			if err != nil {
+				t.Fatalf("orders.%s: %v", key, err)
+			}
+			var ack struct {
+				Topic       string `json:"topic"`
+				QueueID     int    `json:"queueId"`
+				QueueOffset int64  `json:"queueOffset"`
+				Duplicate   bool   `json:"duplicate"`
+			}
+			if err := json.Unmarshal(reply.Data, &ack); err != nil || ack.Topic != "orders" || ack.QueueID != p ||
+				ack.QueueOffset != int64(n) || ack.Duplicate {
+				t.Fatalf("orders.%s (partition %d), message %d: ack %s (%v)", key, p, n, reply.Data, err)
+			}
+		}
+	}
+	for p, key := range keys {
+		reply, err := nc.Request(fmt.Sprintf("$RS.API.p.%d.get", p), getRequest(p), waitTimeout)
 		if err != nil {
-			t.Fatalf("message %d: %v", i, err)
+			t.Fatalf("get partition %d: %v", p, err)
 		}
-		a, err := ingress.ParseReply(reply.Data)
-		if err != nil || a.Topic != "orders" || int(a.QueueID) != ingress.PartitionOf(key, 64) {
-			t.Fatalf("message %d (key %s): %+v, %v", i, key, a, err)
+		var g wireGet
+		if err := json.Unmarshal(reply.Data, &g); err != nil || g.Status != "FOUND" || len(g.Messages) != perKey {
+			t.Fatalf("get partition %d: %s (%v)", p, reply.Data, err)
+		}
+		for n, m := range g.Messages {
+			if m.QueueID != p || m.QueueOffset != int64(n) || string(m.Body) != fmt.Sprintf("%s %d", key, n) ||
+				m.UniqKey != fmt.Sprintf("m-%d-%d", p, n) {
+				t.Fatalf("partition %d offset %d: %+v", p, n, m)
+			}
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	offs, err := api.NewClient(nc, api.WithPartitions(64)).OffsetsAll(ctx, "orders")
-	if err != nil {
-		t.Fatal(err)
+	for i := 1; i <= 3; i++ {
+		if l := x.find(i, "partitioned ingest with the default store host"); l != nil {
+			t.Errorf("engine %d: %v", i, l)
+		}
 	}
-	var total int64
-	for _, q := range offs.Queues {
-		total += q.MaxOffset - q.MinOffset
+	if code := x.stop(); code != 0 {
+		t.Fatalf("the example exited %d after SIGTERM", code)
 	}
-	if total != n {
-		t.Fatalf("fan-out offsets count %d messages, want %d", total, n)
+	for i := 1; i <= 3; i++ {
+		x.waitLog(i, "stopped cleanly")
 	}
+	t.Logf("single-copy example: %v", time.Since(began).Round(time.Millisecond))
 }
 
 // waitResponder sends an empty-bodied request to a dedicated probe subject of subject's

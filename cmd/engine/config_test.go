@@ -277,7 +277,7 @@ func TestConfigEveryKey(t *testing.T) {
 		QueueGroup: "workers", TopicTokens: 1, QueuesPerTopic: 16,
 		Partitions:       &ingress.Partitions{Prefix: "rmq.q", Count: 16, Owned: []int{0, 1, 2, 3, 9}},
 		PartitionSources: []string{"orders.*"},
-		Replicated:       &ingress.ReplicatedSource{StreamPrefix: "P_", Replicas: 5, MaxAge: 24 * time.Hour, PinnedTTL: 3 * time.Second, Consumer: "hot"},
+		Replicated:       &ingress.ReplicatedSource{StreamPrefix: "P_", Replicas: 5, MaxAge: 24 * time.Hour, PinnedTTL: 3 * time.Second, Consumer: "hot", Name: "e-1"},
 		Ownership:        &engine.Ownership{Bucket: "OWN", Replicas: 1, EngineID: "e-1"},
 		KeysHeader:       "X-Keys", TagsHeader: "X-Tags", QueueKeyHeader: "X-Shard", Workers: 3,
 		PendingMsgs: -1, PendingBytes: 32 << 20, NoReply: true, Name: "store-1",

@@ -112,6 +112,9 @@ func (v *validator) partitions() {
 		if r.ReplicatedConsumer == "" || strings.ContainsAny(r.ReplicatedConsumer, ". *>\t\r\n") {
 			v.bad("replicated_consumer", "%q: a JetStream consumer name, without '.', '*', '>' or spaces", r.ReplicatedConsumer)
 		}
+		if strings.ContainsAny(r.EngineID, "/ \t\r\n") {
+			v.bad("engine_id", "%q: the engines of a replicated partition tell each other their names: give one without '/' or spaces", r.EngineID)
+		}
 		if r.StreamPrefix == "" || strings.ContainsAny(r.StreamPrefix, ". *>\t\r\n") {
 			v.bad("stream_prefix", "%q: a JetStream stream name prefix, without '.', '*', '>' or spaces", r.StreamPrefix)
 		}

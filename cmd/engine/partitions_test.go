@@ -52,6 +52,8 @@ func TestPartitionSettings(t *testing.T) {
 		{[]string{"--partitions", "8", "--ownership", "kv"}, "engine_id"},
 		{[]string{"--partitions", "8", "--ownership", "kv", "--engine-id", "e1", "--replicated", "--owned-partitions", "0"}, "ownership"},
 		{[]string{"--ownership", "kv", "--engine-id", "e1"}, "needs partitions"},
+		{[]string{"--partitions", "8", "--owned-partitions", "0-7", "--replicated", "--engine-id", "e1"}, ""},
+		{[]string{"--partitions", "8", "--owned-partitions", "0-7", "--replicated", "--engine-id", "e/1"}, "engine_id"},
 	} {
 		r := mustParse(t, append([]string{"run", "--store", t.TempDir()}, tc.args...)...)
 		err := r.validate()

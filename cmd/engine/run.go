@@ -84,7 +84,7 @@ type runCmd struct {
 	OwnedPartitions    string        `name:"owned-partitions" help:"The partitions this engine stores: numbers and ranges, comma-separated (0-15,32)." env:"ENGINE_OWNED_PARTITIONS" group:"Partitions"`
 	PartitionPrefix    string        `name:"partition-prefix" help:"The partitions' namespace: partition p's messages come on <prefix>.<p>.<subject>." default:"rmq.p" env:"ENGINE_PARTITION_PREFIX" group:"Partitions"`
 	Ownership          string        `help:"Where partition ownership comes from: config (--owned-partitions) or kv (a replicated JetStream key-value bucket: --owned-partitions are then claims, and partitions move with engine partition-move)." enum:"config,kv" default:"config" env:"ENGINE_OWNERSHIP" group:"Partitions"`
-	EngineID           string        `name:"engine-id" help:"This engine's name in the ownership bucket: unique among the engines, stable across restarts." env:"ENGINE_ID" group:"Partitions"`
+	EngineID           string        `name:"engine-id" help:"This engine's name in the ownership bucket, or among the engines of a replicated partition (default there: its store host): unique among the engines, stable across restarts." env:"ENGINE_ID" group:"Partitions"`
 	OwnershipBucket    string        `name:"ownership-bucket" help:"The ownership key-value bucket (created if missing)." default:"RMQ_PARTITIONS" env:"ENGINE_OWNERSHIP_BUCKET" group:"Partitions"`
 	OwnershipReplicas  int           `name:"ownership-replicas" help:"Replicas of the ownership bucket when the engine creates it." default:"3" env:"ENGINE_OWNERSHIP_REPLICAS" group:"Partitions"`
 	Replicated         bool          `help:"Replicated mode (docs/SCALE-OUT.md): consume each owned partition from its replicated JetStream stream through a consumer shared, pinned, by the partition's engines; publishers get JetStream's acks." env:"ENGINE_REPLICATED" group:"Partitions"`
@@ -296,7 +296,7 @@ func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions
 		nopts.Subjects, nopts.QueuesPerTopic, nopts.PartitionSources = nil, r.Partitions, r.PartitionSubjects
 		if r.Replicated {
 			nopts.Replicated = &ingress.ReplicatedSource{StreamPrefix: r.StreamPrefix, Replicas: r.StreamReplicas,
-				MaxAge: r.StreamMaxAge, PinnedTTL: r.PinnedTTL, Consumer: r.ReplicatedConsumer}
+				MaxAge: r.StreamMaxAge, PinnedTTL: r.PinnedTTL, Consumer: r.ReplicatedConsumer, Name: r.EngineID}
 		}
 		if r.Ownership == "kv" {
 			nopts.Ownership = &engine.Ownership{Bucket: r.OwnershipBucket, Replicas: r.OwnershipReplicas, EngineID: r.EngineID}

@@ -2,10 +2,14 @@ package ingress
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -76,6 +80,17 @@ type ReplicatedSource struct {
 	// RetryDelay: a partition whose messages the store did not take (disk full, say) starts
 	// again from its last durable one after this (1 s).
 	RetryDelay time.Duration
+	// Name is this engine's name among the engines of the consumer (replmembers.go): stable
+	// across restarts and, for an even spread, its own (the engine passes its id or store host).
+	Name string
+	// Heartbeat is how often the engines of the consumer tell each other they are alive
+	// (DefaultReplicatedHeartbeat). One not heard for five is gone; a change of the live set is
+	// acted on once it has held for two.
+	Heartbeat time.Duration
+	// OnFatal is called, once, with an error that retrying cannot cure (a stream configuration
+	// JetStream refuses): the engine should stop. Anything else is retried for as long as it
+	// takes (a cluster that is still forming), and ReplicatedReady says why meanwhile.
+	OnFatal func(error)
 }
 
 func (s *ReplicatedSource) withDefaults() (*ReplicatedSource, error) {
@@ -113,20 +128,43 @@ func (s *ReplicatedSource) withDefaults() (*ReplicatedSource, error) {
 	if c.RetryDelay <= 0 {
 		c.RetryDelay = time.Second
 	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = DefaultReplicatedHeartbeat
+	}
+	if c.Name == "" {
+		c.Name = "engine"
+	}
 	return &c, nil
 }
 
 // StreamName is partition part's stream.
 func (s *ReplicatedSource) StreamName(part int) string { return s.StreamPrefix + strconv.Itoa(part) }
 
+// MembersSubject is where the engines of the consumer send their heartbeats.
+func (s *ReplicatedSource) MembersSubject() string {
+	return MembersSubjectPrefix + "." + s.StreamPrefix + "." + s.Consumer
+}
+
 // replicated is the running replicated source.
 type replicated struct {
-	in    *Ingress
-	src   *ReplicatedSource
-	js    jetstream.JetStream
-	parts map[int]*replPartition
-	stop  context.CancelFunc
-	wg    sync.WaitGroup
+	in      *Ingress
+	src     *ReplicatedSource
+	js      jetstream.JetStream
+	parts   map[int]*replPartition // every owned partition, made at the start
+	members *replMembers
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	waitLog logLimiter // "still waiting for JetStream" lines
+	beatLog logLimiter // heartbeats that are not
+
+	// settled is closed once the live engines have been found and the partitions assigned;
+	// opened once every partition's stream and consumer are open; started once both are.
+	settled, opened, started chan struct{}
+	settledOnce, openedOnce  sync.Once
+	startSteps               atomic.Int32 // of settled and opened, those done
+	stateMu                  sync.Mutex
+	live                     []string // guarded by stateMu: the live engines' names, as last applied
+	fatal                    error    // guarded by stateMu: the error that stopped the opening
 }
 
 // replMeta rides in Record.Ctx of a replicated record, from the partition loop to ackBatch.
@@ -139,33 +177,142 @@ type replMeta struct {
 	ack jetstream.Msg
 }
 
-// startReplicated ensures every owned partition's stream and consumer and starts their loops.
-func (in *Ingress) startReplicated(ctx context.Context) error {
+// Retry pacing of opening the partitions' streams and consumers.
+const (
+	openRetryMin = 250 * time.Millisecond
+	openRetryMax = 2 * time.Second
+	// openParallel bounds the streams and consumers being opened at once.
+	openParallel = 8
+	// openAttemptTimeout bounds one attempt: a request JetStream drops (a stream's leader not
+	// elected yet, while another engine creates it) is asked again sooner than nats.go's 5 s.
+	openAttemptTimeout = 2 * time.Second
+	// waitLogEvery rate-limits the lines that say the engine is still waiting for JetStream.
+	waitLogEvery = 10 * time.Second
+)
+
+// startReplicated starts the replicated source: the heartbeats that find the other engines of
+// the consumer, and the opening of every owned partition's stream and consumer, which is retried
+// until it succeeds (a JetStream cluster that is still forming answers late, or not yet): it
+// does not wait for either. Each partition's loop starts once its stream and consumer are open.
+func (in *Ingress) startReplicated(context.Context) error {
 	src, parts := in.cfg.Replicated, in.cfg.Partitions
 	js, err := jetstream.New(in.cfg.Conn)
 	if err != nil {
 		return fmt.Errorf("ingress: replicated: %w", err)
 	}
 	rctx, stop := context.WithCancel(context.Background())
-	r := &replicated{in: in, src: src, js: js, parts: map[int]*replPartition{}, stop: stop}
+	owned := parts.OwnedNow()
+	self := replMember{Name: src.Name, Nonce: rand.Text(), Parts: owned}
+	r := &replicated{in: in, src: src, js: js, parts: map[int]*replPartition{}, stop: stop,
+		members: newReplMembers(self, src.MembersSubject(), src.Heartbeat),
+		waitLog: logLimiter{interval: waitLogEvery}, beatLog: logLimiter{interval: waitLogEvery}, settled: make(chan struct{}), opened: make(chan struct{}),
+		started: make(chan struct{})}
+	for _, p := range owned {
+		r.parts[p] = newReplPartition(r, p)
+	}
 	in.repl = r
-	for _, p := range parts.OwnedNow() {
-		rp, err := r.open(ctx, p)
-		if err != nil {
-			stop()
-			return err
-		}
-		r.parts[p] = rp
-	}
-	for _, rp := range r.parts {
-		r.wg.Go(func() { rp.run(rctx) })
-	}
+	r.wg.Go(func() { r.balance(rctx) })
+	r.wg.Go(func() { r.openAll(rctx, owned) })
 	return nil
 }
 
-// open ensures partition p's stream and consumer.
-func (r *replicated) open(ctx context.Context, p int) (*replPartition, error) {
-	src, prefix := r.src, r.in.cfg.Partitions.Prefix
+// openAll opens the partitions' streams and consumers, openParallel at a time, until every one
+// is open, ctx ends or JetStream refuses one for good; each partition's loop starts once it is
+// open. A failure is retried after a pause, the partition going to the back of the line. Each
+// engine starts at a place of its own in the line, so that the engines of a cluster starting
+// together do not all create the same stream at the same moment.
+func (r *replicated) openAll(ctx context.Context, owned []int) {
+	if len(owned) == 0 {
+		r.openedOnce.Do(func() { close(r.opened); r.startStep() })
+		return
+	}
+	octx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(r.members.self.Name))
+	at := int(h.Sum32() % uint32(len(owned)))
+	line := make(chan int, len(owned)) // each partition is in it at most once
+	for _, p := range append(slices.Clone(owned[at:]), owned[:at]...) {
+		line <- p
+	}
+	var left atomic.Int64
+	left.Store(int64(len(owned)))
+	var openers sync.WaitGroup
+	for range min(openParallel, len(owned)) {
+		openers.Go(func() {
+			pause := openRetryMin
+			for {
+				var p int
+				select {
+				case p = <-line:
+				case <-octx.Done():
+					return
+				}
+				rp := r.parts[p]
+				actx, acancel := context.WithTimeout(octx, openAttemptTimeout)
+				err := rp.open(actx)
+				acancel()
+				if octx.Err() != nil {
+					return
+				}
+				if err == nil {
+					pause = openRetryMin
+					r.wg.Go(func() { rp.run(ctx) })
+					if left.Add(-1) == 0 {
+						cancel() // every partition is open: the other openers stop
+						return
+					}
+					continue
+				}
+				if isPermanentJetStream(err) {
+					r.failOpen(err)
+					cancel()
+					return
+				}
+				line <- p
+				if ok, held := r.waitLog.allow(time.Now()); ok {
+					r.in.log.Warn().Err(err).Int64("partitions_waiting", left.Load()).Int("of", len(owned)).
+						Int64("attempts_not_logged", held).Dur("retry_in", pause).
+						Msg("ingress: replicated: waiting for JetStream (a cluster still forming answers late); retrying, logged at most every 10s")
+				}
+				select {
+				case <-time.After(pause):
+				case <-octx.Done():
+					return
+				}
+				pause = min(2*pause, openRetryMax)
+			}
+		})
+	}
+	openers.Wait()
+	if left.Load() == 0 {
+		r.in.log.Info().Int("partitions", len(owned)).Msg("ingress: replicated: every partition's stream and consumer open")
+		r.openedOnce.Do(func() { close(r.opened); r.startStep() })
+	}
+}
+
+// startStep marks one of settled and opened done; started closes after both.
+func (r *replicated) startStep() {
+	if r.startSteps.Add(1) == 2 {
+		close(r.started)
+	}
+}
+
+// failOpen stops the opening for err, which retrying cannot cure.
+func (r *replicated) failOpen(err error) {
+	r.stateMu.Lock()
+	r.fatal = err
+	r.stateMu.Unlock()
+	r.in.log.Error().Err(err).Msg("ingress: replicated: JetStream refuses the partitions' stream or consumer; retrying cannot help")
+	if r.src.OnFatal != nil {
+		r.src.OnFatal(err)
+	}
+}
+
+// open ensures partition rp's stream and consumer. Its error is kept for ReplicatedReady.
+func (rp *replPartition) open(ctx context.Context) error {
+	r := rp.r
+	src, prefix, p := r.src, r.in.cfg.Partitions.Prefix, rp.part
 	name := src.StreamName(p)
 	stream, err := r.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && !src.NoCreate {
@@ -181,26 +328,43 @@ func (r *replicated) open(ctx context.Context, p int) (*replPartition, error) {
 		stream, err = r.js.Stream(ctx, name) // another engine made it just now
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ingress: replicated: stream %s: %w", name, err)
-	}
-	cons, err := RetryPlacement(ctx, func() (jetstream.Consumer, error) {
-		return stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable: src.Consumer, AckPolicy: jetstream.AckAllPolicy, AckWait: src.AckWait,
-			MaxAckPending: src.MaxAckPending, DeliverPolicy: jetstream.DeliverAllPolicy,
-			PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{src.Group}, PinnedTTL: src.PinnedTTL,
+		err = fmt.Errorf("ingress: replicated: stream %s: %w", name, err)
+	} else {
+		var cons jetstream.Consumer
+		cons, err = RetryPlacement(ctx, func() (jetstream.Consumer, error) {
+			return stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+				Durable: src.Consumer, AckPolicy: jetstream.AckAllPolicy, AckWait: src.AckWait,
+				MaxAckPending: src.MaxAckPending, DeliverPolicy: jetstream.DeliverAllPolicy,
+				PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{src.Group}, PinnedTTL: src.PinnedTTL,
+			})
 		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ingress: replicated: consumer %s on %s: %w", src.Consumer, name, err)
+		if err != nil {
+			err = fmt.Errorf("ingress: replicated: consumer %s on %s: %w", src.Consumer, name, err)
+		} else {
+			rp.stream, rp.cons = stream, cons
+		}
 	}
-	return &replPartition{r: r, part: p, stream: stream, cons: cons, done: map[uint64]jetstream.Msg{},
-		wake: make(chan struct{}, 1), failed: make(chan uint64, 1)}, nil
+	rp.mu.Lock()
+	rp.openErr, rp.opened = err, err == nil
+	rp.mu.Unlock()
+	return err
 }
 
-// stopReplicated stops every partition loop and waits for them.
+// stopReplicated stops every partition loop and waits for them, then gives up the pins this
+// engine holds and tells the other engines it is leaving, so that they take its partitions at
+// once rather than after PinnedTTL.
 func (in *Ingress) stopReplicated() {
-	in.repl.stop()
-	in.repl.wg.Wait()
+	r := in.repl
+	r.stop()
+	r.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), unpinTimeout)
+	defer cancel()
+	for _, rp := range r.parts {
+		rp.unpin(ctx)
+	}
+	if err := r.members.publish(in.cfg.Conn, true); err != nil {
+		in.log.Debug().Err(err).Msg("ingress: replicated: the last heartbeat")
+	}
 }
 
 // onReplicated hands a replicated message to its worker. A message that cannot be stored at all

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,39 +14,95 @@ import (
 )
 
 // replPartition consumes one partition's stream in replicated mode (replicated.go): the loop
-// (run, one goroutine) takes the partition's messages in sequence order and hands them to the
-// workers; ackBatch reports what became durable (doneMany), which moves the partition's floor,
-// the sequence up to which everything is durable here, and AckAll-s the consumer there.
+// (run, one goroutine, started once the stream and consumer are open) pulls the partition while
+// it is assigned here (replbalance.go), takes its messages in sequence order and hands them to
+// the workers; ackBatch reports what became durable (doneMany), which moves the partition's
+// floor, the sequence up to which everything is durable here, and AckAll-s the consumer there.
 type replPartition struct {
 	r      *replicated
 	part   int
-	stream jetstream.Stream
-	cons   jetstream.Consumer
+	stream jetstream.Stream   // set by open, before the loop starts
+	cons   jetstream.Consumer // set by open, before the loop starts
 
 	// The loop's own.
 	exp           uint64 // the next sequence to take
 	lastDelivered uint64 // the last sequence taken (exp-1)
 	skipTo        uint64 // sequences up to it may be stored already (a restart): looked up first
 	warnedGone    bool
+	// pinID is the pin the server gave this engine's pulls (Nats-Pin-Id of the last message
+	// delivered), so that stepping down unpins only its own pin.
+	pinID string
+
+	// assigned: the live engines' assignment gives the partition to this engine.
+	assigned atomic.Bool
+	// assignCh is signalled when assigned changes (capacity 1).
+	assignCh chan struct{}
 
 	mu      sync.Mutex
 	floor   uint64                   // guarded by mu: everything up to it is durable here (or refused)
 	done    map[uint64]jetstream.Msg // guarded by mu: done above the floor, with their ack (nil: none)
 	maxSeen uint64                   // guarded by mu: the highest sequence taken this life
-	cancel  context.CancelFunc       // guarded by mu: ends the current session (a failure)
-	wake    chan struct{}
-	failed  chan uint64
+	cancel  context.CancelCauseFunc  // guarded by mu: ends the current session
+	openErr error                    // guarded by mu: why the stream or consumer is not open yet
+	opened  bool                     // guarded by mu
+	failing error                    // guarded by mu: why the last session ended, until the next one pulls
+	// progress is signalled when the floor moves (capacity 1); failed carries a sequence the
+	// store did not take (capacity 1).
+	progress chan struct{}
+	failed   chan uint64
 }
 
-// run runs sessions until ctx ends; a session ends on a failure (the store did not take a
-// message, the consumer failed) and the next one starts from the floor.
+// errUnassigned ends a session: the partition is assigned to another engine now.
+var errUnassigned = errors.New("ingress: replicated partition assigned to another engine")
+
+func newReplPartition(r *replicated, part int) *replPartition {
+	return &replPartition{r: r, part: part, done: map[uint64]jetstream.Msg{}, assignCh: make(chan struct{}, 1),
+		progress: make(chan struct{}, 1), failed: make(chan uint64, 1)}
+}
+
+// setAssigned gives the partition to this engine or takes it away (ending the session).
+func (rp *replPartition) setAssigned(mine bool) {
+	if rp.assigned.Swap(mine) == mine {
+		return
+	}
+	if !mine {
+		rp.mu.Lock()
+		if rp.cancel != nil {
+			rp.cancel(errUnassigned)
+		}
+		rp.mu.Unlock()
+	}
+	select {
+	case rp.assignCh <- struct{}{}:
+	default:
+	}
+}
+
+// run pulls the partition while it is assigned here, until ctx ends. A session ends on a
+// failure (the store did not take a message, the consumer failed: the next one starts from the
+// floor after RetryDelay) or when the partition is assigned elsewhere (stepDown).
 func (rp *replPartition) run(ctx context.Context) {
 	in := rp.r.in
 	for ctx.Err() == nil {
+		if !rp.assigned.Load() {
+			select {
+			case <-rp.assignCh:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
 		err := rp.session(ctx)
 		if ctx.Err() != nil || in.cfg.Conn.IsClosed() {
 			return // stopping, or the engine's connection is gone for good
 		}
+		if errors.Is(err, errUnassigned) {
+			rp.stepDown(ctx)
+			continue
+		}
+		rp.mu.Lock()
+		rp.failing = err
+		rp.mu.Unlock()
 		in.log.Warn().Err(err).Int("partition", rp.part).Dur("retry_in", rp.r.src.RetryDelay).
 			Msg("ingress: replicated partition stopped; starting again from its last durable message")
 		select {
@@ -56,6 +113,58 @@ func (rp *replPartition) run(ctx context.Context) {
 	}
 }
 
+// stepDown hands the partition over once another engine is to take it: the pin is given up (the
+// server pins the next engine's pull at once instead of after PinnedTTL), and what this engine
+// took of the partition is waited for, so that a later session here starts above it.
+func (rp *replPartition) stepDown(ctx context.Context) {
+	rp.unpin(ctx)
+	for {
+		rp.mu.Lock()
+		drained := rp.floor >= rp.lastDelivered
+		rp.mu.Unlock()
+		if drained {
+			return
+		}
+		select {
+		case <-rp.progress:
+		case seq := <-rp.failed:
+			select { // for the next session to see
+			case rp.failed <- seq:
+			default:
+			}
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// unpinTimeout bounds giving up a pin.
+const unpinTimeout = 5 * time.Second
+
+// unpin gives up the consumer's pin if this engine holds it.
+func (rp *replPartition) unpin(ctx context.Context) {
+	if rp.pinID == "" || rp.cons == nil {
+		return
+	}
+	pin := rp.pinID
+	rp.pinID = ""
+	uctx, cancel := context.WithTimeout(ctx, unpinTimeout)
+	defer cancel()
+	info, err := rp.cons.Info(uctx)
+	if err == nil {
+		for _, g := range info.PriorityGroups {
+			if g.Group == rp.r.src.Group && g.PinnedClientID == pin {
+				err = rp.stream.UnpinConsumer(uctx, rp.r.src.Consumer, rp.r.src.Group)
+			}
+		}
+	}
+	if err != nil {
+		// The pin then lapses after PinnedTTL.
+		rp.r.in.log.Debug().Err(err).Int("partition", rp.part).Msg("ingress: replicated: giving up the pin")
+	}
+}
+
 // session takes the partition's messages from where this engine's store is durable on.
 func (rp *replPartition) session(ctx context.Context) error {
 	src := rp.r.src
@@ -63,12 +172,14 @@ func (rp *replPartition) session(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the last stored sequence: %w", err)
 	}
-	info, err := rp.cons.Info(ctx)
+	ictx, icancel := context.WithTimeout(ctx, openAttemptTimeout)
+	info, err := rp.cons.Info(ictx)
+	icancel()
 	if err != nil {
 		return fmt.Errorf("consumer info: %w", err)
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	rp.mu.Lock()
 	start := rp.floor + 1
 	if rp.maxSeen == 0 {
@@ -81,33 +192,58 @@ func (rp *replPartition) session(ctx context.Context) error {
 	rp.floor, rp.cancel = start-1, cancel
 	clear(rp.done)
 	rp.mu.Unlock()
+	defer func() {
+		rp.mu.Lock()
+		rp.cancel = nil
+		rp.mu.Unlock()
+	}()
+	if !rp.assigned.Load() { // taken away before the cancel was in place
+		return errUnassigned
+	}
 	rp.exp, rp.lastDelivered, rp.warnedGone = start, start-1, false
 	select { // a failure of the last session is behind this one
 	case <-rp.failed:
 	default:
 	}
 
-	it, err := rp.cons.Messages(jetstream.PullPriorityGroup(src.Group), jetstream.PullMaxMessages(src.Batch))
+	it, err := rp.cons.Messages(jetstream.PullPriorityGroup(src.Group), jetstream.PullMaxMessages(src.Batch),
+		jetstream.PullExpiry(pullExpiry))
 	if err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
 	defer it.Stop()
+	rp.mu.Lock()
+	rp.failing = nil
+	rp.mu.Unlock()
+	err = rp.pull(sctx, it)
+	if sctx.Err() != nil {
+		return context.Cause(sctx)
+	}
+	return err
+}
+
+// pull takes the pulled messages in sequence order until ctx ends or the pull fails.
+func (rp *replPartition) pull(ctx context.Context, it jetstream.MessagesContext) error {
 	for {
-		m, err := it.Next(jetstream.NextContext(sctx))
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if errors.Is(err, jetstream.ErrNoHeartbeat) && ctx.Err() == nil {
+			// The server's heartbeats did not come (its consumer leader moved, say): the
+			// iterator has pulled again by itself.
+			continue
+		}
 		if err != nil {
-			select {
-			case seq := <-rp.failed:
-				return fmt.Errorf("the store did not take sequence %d", seq)
-			default:
-			}
-			if sctx.Err() != nil {
-				return sctx.Err()
-			}
 			return fmt.Errorf("pull: %w", err)
 		}
 		md, err := m.Metadata()
 		if err != nil {
 			continue // not a JetStream message: nothing to take or ack
+		}
+		hdr := m.Headers()
+		if pin := hdr.Get(pinIDHeader); pin != "" {
+			// The server's, not the publisher's: the copies of the partition must not differ
+			// by which engine held the pin.
+			rp.pinID = pin
+			delete(hdr, pinIDHeader)
 		}
 		seq := md.Sequence.Stream
 		if seq < rp.exp {
@@ -116,15 +252,23 @@ func (rp *replPartition) session(ctx context.Context) error {
 		if seq > rp.exp {
 			// The pin moved, or a restart: what lies between is read from the stream itself,
 			// never acked past.
-			if err := rp.catchUp(sctx, rp.exp, seq); err != nil {
+			if err := rp.catchUp(ctx, rp.exp, seq); err != nil {
 				return err
 			}
 		}
-		if err := rp.deliver(sctx, m.Subject(), m.Headers(), m.Data(), seq, md.Timestamp, m); err != nil {
+		if err := rp.deliver(ctx, m.Subject(), hdr, m.Data(), seq, md.Timestamp, m); err != nil {
 			return err
 		}
 	}
 }
+
+// pullExpiry is how long one pull request waits at the server. Short, so that a request the
+// server lost (the consumer's leader moved while it waited) is noticed soon, by its missing
+// heartbeats (half of it), and asked again.
+const pullExpiry = 5 * time.Second
+
+// pinIDHeader is the header in which the server tells a pinned pull its pin (ADR-42).
+const pinIDHeader = "Nats-Pin-Id"
 
 // catchUp takes the stream's messages from sequence from up to (not including) to, with an
 // ordered consumer.
@@ -226,6 +370,10 @@ func (rp *replPartition) doneMany(ds []replDone) {
 		}
 	}
 	rp.mu.Unlock()
+	select {
+	case rp.progress <- struct{}{}:
+	default:
+	}
 	if ack != nil {
 		if err := ack.Ack(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
 			rp.r.in.log.Debug().Err(err).Int("partition", rp.part).Msg("ingress: replicated ack")
@@ -264,7 +412,7 @@ func (rp *replPartition) fail(seq uint64) {
 	}
 	rp.mu.Lock()
 	if rp.cancel != nil {
-		rp.cancel()
+		rp.cancel(fmt.Errorf("the store did not take sequence %d", seq))
 	}
 	rp.mu.Unlock()
 }
