@@ -15,6 +15,9 @@ import (
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
+// exampleOwned are the example's partition sets (docs/SCALE-OUT.md, scripts/cluster-example.sh).
+var exampleOwned = []string{"0-21", "22-42", "43-63"}
+
 // startExampleCluster runs the documented three-server, three-engine deployment (the files of
 // docs/examples/cluster, ports and directories moved to free ones): three `engine run`
 // processes, each embedding one server of the cluster and owning exampleOwned[i] of 64
