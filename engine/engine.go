@@ -70,12 +70,13 @@ type Engine struct {
 	// in once no send is under way.
 	producers sync.RWMutex
 	closed    bool
-	// stages that send on in by themselves (ingress), run in the group (producer.go); reaped
-	// is closed once the reaper has answered what was left in the inbox.
+	// stages that send on in by themselves (ingress), run in the group (producer.go).
 	prodMu        sync.Mutex
 	prods         []*producer
 	prodsStopping bool
-	reaped        chan struct{}
+	// appended is closed when the writer has returned, drained once both the ack stage and the
+	// reaper have: no batch's Done is called after it (Drained).
+	appended, drained chan struct{}
 	// sealed is the durable offset of the last checkpoint written (Stats.Sealed).
 	sealed atomic.Int64
 	// reads guards the stores against unmapping under a read: reads hold it shared.
@@ -247,14 +248,29 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	}
 	ack := &stages.Acks{In: acks, Level: level, Durable: e.durable}
 
-	e.reaped = make(chan struct{})
-	go e.reap()
+	e.appended, e.drained = make(chan struct{}), make(chan struct{})
+	acksDone, reaped := make(chan struct{}), make(chan struct{})
+	go func() {
+		<-acksDone
+		<-reaped
+		close(e.drained)
+	}()
+	e.group.Go("reap", func(ctx context.Context) error {
+		defer close(reaped)
+		return e.reap(ctx)
+	})
 	e.group.Go("checkpoint", ckp.Run)
 	e.group.Go("dispatch", e.dispatcher.Run)
 	e.group.Go("flush", e.flusher.Run)
 	e.group.Go("allocate", alloc.Run)
-	e.group.Go("acks", ack.Run)
-	e.group.Go("append", e.appender.Run)
+	e.group.Go("acks", func(ctx context.Context) error {
+		defer close(acksDone)
+		return ack.Run(ctx)
+	})
+	e.group.Go("append", func(ctx context.Context) error {
+		defer close(e.appended)
+		return e.appender.Run(ctx)
+	})
 	e.group.Go("offsets", func(ctx context.Context) error { return e.persistOffsets(ctx, o.OffsetPersistInterval) })
 	e.group.Go("retention", e.retention.run)
 }
@@ -326,18 +342,28 @@ func (e *Engine) Submit(ctx context.Context, b *stages.Batch) error {
 	}
 }
 
-// reap answers what is left in the writer's inbox once every stage has stopped, so that no
-// producer waits for ever on a batch nobody will take: after a fatal error the writer is gone
-// while producers may still have put batches in. It marks the engine closed for later sends
-// first (under the producers' lock, so no Submit is sending while it does), then waits for
-// every stage, the producer stages among them, so that nothing sends any more while it drains.
-func (e *Engine) reap() {
-	defer close(e.reaped)
-	<-e.group.Done()
+// reap is the stage that answers what is left in the writer's inbox once the writer has
+// stopped, so that no producer waits for ever on a batch nobody will take: after a fatal error
+// the writer is gone while producers may have put batches in. It waits for the writer (a clean
+// stop, or the first error), marks the engine closed for later sends (under the producers' lock,
+// so no Submit is sending while it does), waits for every producer stage to return, and then
+// drains the inbox, which nothing sends on any more.
+func (e *Engine) reap(ctx context.Context) error {
+	select {
+	case <-e.appended:
+	case <-ctx.Done():
+	}
 	e.producers.Lock()
 	e.closed = true
 	e.producers.Unlock()
-	err := e.group.Wait()
+	e.prodMu.Lock()
+	prods := e.prods
+	e.prodMu.Unlock()
+	for _, p := range prods {
+		<-p.done
+	}
+	<-e.appended // it returns on the error too; from here on nobody reads the inbox
+	err := e.group.Err()
 	if err == nil {
 		err = ErrClosed
 	}
@@ -345,7 +371,7 @@ func (e *Engine) reap() {
 		select {
 		case b, ok := <-e.in:
 			if !ok {
-				return
+				return nil
 			}
 			for i := range b.Records {
 				if b.Records[i].Err == nil {
@@ -354,10 +380,16 @@ func (e *Engine) reap() {
 			}
 			b.Done(b)
 		default:
-			return
+			return nil
 		}
 	}
+	return nil
 }
+
+// Drained is closed once no batch's Done is called any more: the ack stage has answered every
+// batch the writer took and the reaper every batch it did not. A stage fed by Done (the
+// batched-ack tracker) runs until then (RunStage), whatever ended the pipeline.
+func (e *Engine) Drained() <-chan struct{} { return e.drained }
 
 // Done is closed when the pipeline has stopped (after Close, or on a fatal error).
 func (e *Engine) Done() <-chan struct{} { return e.group.Done() }
@@ -378,7 +410,6 @@ func (e *Engine) Close() error {
 		close(e.in) // only Close closes it (the reaper only drains it)
 		e.producers.Unlock()
 		err := e.group.Wait()
-		<-e.reaped // its batches' Done calls are made
 		switch {
 		case err == nil:
 			err = meta.RemoveAbort(e.opts.FS, e.opts.Dir)

@@ -18,12 +18,13 @@ type producer struct {
 // return. stop asks it to end gracefully: Close calls it, then waits for run to return, before
 // the inbox closes. It fails with ErrClosed once the engine is closing.
 func (e *Engine) RunProducer(name string, run func(ctx context.Context) error, stop func()) error {
+	// The producers' lock, shared, for the whole registration: the reaper marks the engine
+	// closed under it exclusively and then waits for the producers registered by then.
+	e.producers.RLock()
+	defer e.producers.RUnlock()
 	e.prodMu.Lock()
 	defer e.prodMu.Unlock()
-	e.producers.RLock()
-	closed := e.closed
-	e.producers.RUnlock()
-	if closed || e.prodsStopping {
+	if e.closed || e.prodsStopping {
 		return ErrClosed
 	}
 	p := &producer{stop: stop, done: make(chan struct{})}
@@ -48,4 +49,18 @@ func (e *Engine) stopProducers() {
 	for _, p := range prods {
 		<-p.done
 	}
+}
+
+// RunStage runs run as the stage name in the pipeline's group, for a stage fed by the batches'
+// Done calls (the batched-ack tracker): it must return once Drained is closed, which happens
+// after the pipeline stopped however it stopped, so it must not give up on ctx alone. Close
+// waits for it.
+func (e *Engine) RunStage(name string, run func(ctx context.Context) error) error {
+	e.producers.RLock()
+	defer e.producers.RUnlock()
+	if e.closed {
+		return ErrClosed
+	}
+	e.group.Go(name, run)
+	return nil
 }

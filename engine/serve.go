@@ -124,6 +124,13 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 		}
 	}
 	ing := s.ing
+	// The batched-ack tracker answers what the ack stage and the reaper hand over, until the
+	// pipeline is drained; ingress sends into the pipeline. Both run in the engine's group.
+	if err := s.Engine.RunStage("batched-acks", func(context.Context) error {
+		return ing.RunAcks(s.Engine.Drained())
+	}); err != nil {
+		return nil, err
+	}
 	if err := s.Engine.RunProducer("ingress", func(ctx context.Context) error {
 		err := ing.Run(ctx)
 		s.runErr <- err
@@ -417,9 +424,6 @@ func (s *Server) abort() error {
 	}
 	// Ingress runs in the engine's group: the abort cancels it, and Abort waits for it.
 	err := s.Engine.Abort()
-	if s.ing != nil {
-		s.ing.CloseAcks()
-	}
 	if s.nats != nil {
 		s.nats.Shutdown()
 		s.nats.WaitForShutdown()
@@ -436,10 +440,8 @@ func (s *Server) closeAll() error {
 		s.api.stop()
 	}
 	if s.Engine != nil {
+		// Its group ends with the batched-ack tracker's last acks, once everything is drained.
 		errs = append(errs, s.Engine.Close())
-	}
-	if s.ing != nil {
-		s.ing.CloseAcks() // the last batched acks, once the ack stage has handed everything over
 	}
 	if s.conn != nil {
 		if s.conn.IsConnected() {

@@ -179,7 +179,7 @@ func newBatchedHarnessWith(t *testing.T, bc BatchedConfig, cfg func(*Config)) *b
 		if err := b.stop(); err != nil {
 			t.Error(err)
 		}
-		b.in.CloseAcks()
+		b.closeAcks()
 	})
 	return b
 }

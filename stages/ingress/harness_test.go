@@ -162,6 +162,19 @@ type harness struct {
 	cancel context.CancelFunc
 	runErr chan error
 	logs   *syncBuffer
+	// drained is closed by closeAcks (the tracker's end), acksDone once RunAcks returned.
+	drained, acksDone chan struct{}
+	drainOnce         sync.Once
+}
+
+// closeAcks ends the batched-ack tracker once the fake appender has called Done for every batch,
+// as the engine's Drained does, and waits for it: what it was handed is answered.
+func (h *harness) closeAcks() {
+	h.drainOnce.Do(func() {
+		<-h.app.done
+		close(h.drained)
+	})
+	<-h.acksDone
 }
 
 type harnessOpts struct {
@@ -201,6 +214,13 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		close(h.out) // the owner of Out closes it once its producer has returned
 		h.runErr <- err
 	}()
+	// The tracker runs until the fake appender has called Done for every batch (its done),
+	// and closeAcks has been asked for: the engine's Drained.
+	h.drained, h.acksDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(h.acksDone)
+		_ = in.RunAcks(h.drained)
+	}()
 	t.Cleanup(func() {
 		// A test that did not stop ingress: abort, and still insist that nothing leaks.
 		cancel()
@@ -215,6 +235,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		case <-time.After(waitTimeout):
 			t.Errorf("Out was not closed")
 		}
+		h.closeAcks()
 		checkNoLeaks(t)
 	})
 	select {

@@ -63,8 +63,9 @@ type Ingress struct {
 	drops    dropReporter    // owned by Run's goroutine
 	js       *jetStream      // the JetStream source, when Config.JetStream is set
 	// tracker answers batched-ack streams (tracker.go), when Config.Batched is set. It outlives
-	// Run: it runs until CloseAcks, because the ack stage calls Done after Run has returned.
-	tracker *tracker
+	// Run (RunAcks), because the ack stage calls Done after Run has returned.
+	tracker     *tracker
+	acksStarted atomic.Bool
 	// restart counts the lookups of Config.Restarted (restartdedupe.go).
 	restart restartLookups
 	// freeBatches holds the memory of batches done with, for the workers to reuse (batchmem.go).
@@ -153,9 +154,6 @@ func (in *Ingress) Run(ctx context.Context) error {
 		close(in.quit)
 		in.watchers.Wait()
 	}()
-	if in.tracker != nil {
-		in.tracker.start()
-	}
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -196,13 +194,24 @@ func (in *Ingress) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// CloseAcks stops the batched-ack tracker once it has published the acks of every batch the ack
-// stage handed it, and waits for it. Call it after the engine's ack stage has stopped (the
-// engine closed) and before the connection closes; a no-op without Config.Batched.
-func (in *Ingress) CloseAcks() {
-	if in.tracker != nil {
-		in.tracker.close()
+// RunAcks runs the batched-ack tracker (Config.Batched) until drained is closed, which its
+// owner (the engine) does once no batch's Done is called any more: the tracker answers the
+// batches Done hands it until then, and what it still holds at that moment. Without
+// Config.Batched it returns at once. It runs beside Run, in the same group: the ack stage
+// calls Done after Run has returned. It may be called once.
+func (in *Ingress) RunAcks(drained <-chan struct{}) error {
+	if in.tracker == nil {
+		return nil
 	}
+	if !in.acksStarted.CompareAndSwap(false, true) {
+		return errors.New("ingress: RunAcks called twice")
+	}
+	in.tracker.run(drained)
+	st := in.Stats().Batched
+	in.log.Info().Int64("acked", st.Acked).Int64("refused", st.Refused).Int64("ack_messages", st.AckMessages).
+		Int64("publish_failures", st.PublishFailures).Int64("overflow", st.Overflow).
+		Msg("batched acks stopped: every batch handed over is answered")
+	return nil
 }
 
 // serve waits for a stop (true) or the end of ctx (false), reporting drops meanwhile.

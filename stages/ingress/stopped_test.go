@@ -68,7 +68,7 @@ func TestAbortRefusesBatchedInAcks(t *testing.T) {
 	}
 	h.openGate()
 	<-h.app.done
-	h.in.CloseAcks() // the tracker answers everything it was handed, then stops
+	h.closeAcks() // the tracker answers everything it was handed, then stops
 
 	if err := h.nc.Flush(); err != nil { // the acks are at the server
 		t.Fatal(err)

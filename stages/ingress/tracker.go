@@ -3,7 +3,6 @@ package ingress
 import (
 	"errors"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,11 +49,6 @@ type tracker struct {
 	// recv is the streams' dedupe (received.go): claimed by the workers, released here.
 	recv *received
 
-	started  atomic.Bool
-	stopOnce sync.Once
-	stop     chan struct{} // closed by close
-	done     chan struct{} // closed when run returns
-
 	counters trackerCounters
 
 	// Owned by the tracker goroutine.
@@ -84,7 +78,6 @@ type trackerCounters struct {
 func newTracker(in *Ingress, cfg *BatchedConfig) *tracker {
 	t := &tracker{
 		in: in, cfg: cfg, batches: make(chan *stages.Batch, cfg.Queue), recv: newReceived(cfg.MaxStreams, cfg.MaxAhead),
-		stop: make(chan struct{}), done: make(chan struct{}),
 		streams: make(map[string]*stream),
 		marks:   make([]uint64, len(in.workers)), sent: make([]uint64, len(in.workers)),
 	}
@@ -120,23 +113,9 @@ func (t *tracker) releaseRefused(b *stages.Batch) {
 	}
 }
 
-// start runs the tracker on its own goroutine (Ingress.Run starts it).
-func (t *tracker) start() {
-	if t.started.CompareAndSwap(false, true) {
-		go t.run()
-	}
-}
-
-// close stops the tracker once it has answered what it holds, and waits for it.
-func (t *tracker) close() {
-	t.stopOnce.Do(func() { close(t.stop) })
-	if t.started.Load() {
-		<-t.done
-	}
-}
-
-func (t *tracker) run() {
-	defer close(t.done)
+// run is the tracker's loop, until drained is closed: then no batch comes any more, and what
+// the ack stage and the engine's reaper handed over is answered, once.
+func (t *tracker) run(drained <-chan struct{}) {
 	defer func() {
 		if t.retry != nil {
 			t.retry.Stop()
@@ -157,8 +136,7 @@ func (t *tracker) run() {
 			t.sendMarkers()
 		case <-expire:
 			t.expire(t.cfg.Clock())
-		case <-t.stop:
-			// The engine has stopped: what the ack stage handed over is answered, once.
+		case <-drained:
 			select {
 			case b := <-t.batches:
 				t.round(b)
