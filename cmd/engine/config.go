@@ -136,12 +136,16 @@ func (r *runCmd) AfterApply(kctx *kong.Context) error {
 
 // loadConfigFile parses the file at path and turns its values into the text of the flags
 // they set, for the keys no environment variable sets.
+//
+// A top-level name that is no key but that a $NAME reference uses is a variable the file sets
+// for itself, as in nats-server (whose parser, in its checking mode, marks the names used as
+// variables, and whose own configuration skips them the same way); a name that is no key and
+// that nothing uses is an unknown key, so that a typo is still refused.
 func loadConfigFile(path string, flags []*kong.Flag) (*configFile, error) {
-	values, err := conf.ParseFile(path)
+	tokens, err := conf.ParseFileWithChecks(path)
 	if err != nil {
 		return nil, configErrorf("config file %s: %w", path, err)
 	}
-	file := &configFile{path: path, values: values, resolved: map[*kong.Flag]string{}}
 	byKey := map[string]*kong.Flag{}
 	var keys []string
 	for _, f := range flags {
@@ -151,15 +155,31 @@ func loadConfigFile(path string, flags []*kong.Flag) (*configFile, error) {
 			byKey[strings.ReplaceAll(a, "-", "_")] = f
 		}
 	}
+	values := make(map[string]any, len(tokens))
+	for name, v := range tokens {
+		tk, isToken := v.(confToken)
+		if _, key := byKey[strings.ToLower(name)]; !key && isToken && tk.IsUsedVariable() {
+			continue // a variable the file sets for its $NAME references
+		}
+		values[name] = unwrapToken(v)
+	}
+	file := &configFile{path: path, values: values, resolved: map[*kong.Flag]string{}}
 	var errs []error
 	seen := map[*kong.Flag]string{}
 	for _, name := range slices.Sorted(maps.Keys(values)) {
 		key := strings.ToLower(name) // keys are case-insensitive, as nats-server's
 		f, ok := byKey[key]
 		if !ok {
-			msg := fmt.Sprintf("  unknown key %q", key)
+			var hints []string
 			if near := nearest(key, keys); near != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", near)
+				hints = append(hints, fmt.Sprintf("did you mean %q?", near))
+			}
+			if name == strings.ToUpper(name) {
+				hints = append(hints, "a variable set in the file must be used: $"+name)
+			}
+			msg := fmt.Sprintf("  unknown key %q", key)
+			if len(hints) > 0 {
+				msg += " (" + strings.Join(hints, " ") + ")"
 			}
 			errs = append(errs, errors.New(msg))
 			continue
@@ -186,6 +206,35 @@ func loadConfigFile(path string, flags []*kong.Flag) (*configFile, error) {
 		return nil, configErrorf("config file %s:\n%w", path, err)
 	}
 	return file, nil
+}
+
+// confToken is a value as the config parser's checking mode returns it (its type is not
+// exported): the value, and whether a $NAME reference used it.
+type confToken interface {
+	Value() any
+	IsUsedVariable() bool
+}
+
+// unwrapToken is v without its tokens, in lists and blocks too.
+func unwrapToken(v any) any {
+	if tk, ok := v.(confToken); ok {
+		v = tk.Value()
+	}
+	switch x := v.(type) {
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = unwrapToken(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = unwrapToken(e)
+		}
+		return out
+	}
+	return v
 }
 
 var durationType = reflect.TypeFor[time.Duration]()

@@ -345,6 +345,45 @@ func TestCheckConfigRoundTrip(t *testing.T) {
 	}
 }
 
+// TestConfigFileVariables: the file may set variables for itself, as nats-server's files do
+// (NAME: value, then $NAME, also in a list and from an included file, and through another
+// variable); a name that is no key and that no $NAME uses is still an unknown key.
+func TestConfigFileVariables(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	writeConf(t, filepath.Join(dir, "vars.conf"), "REGION: \"eu\"\nQ = 7\n")
+	file := writeConf(t, filepath.Join(dir, "engine.conf"), `include vars.conf
+ORDERS: "orders.x"
+N: $Q
+subjects: [ $ORDERS, "billing.y" ]
+queues: $N
+queue_group: $REGION
+`)
+	r := mustParse(t, "run", "-c", file)
+	if !reflect.DeepEqual(r.Subjects, []string{"orders.x", "billing.y"}) || r.Queues != 7 || r.QueueGroup != "eu" {
+		t.Errorf("subjects %q, queues %d, queue group %q", r.Subjects, r.Queues, r.QueueGroup)
+	}
+	if r.sourceOf("queues") != sourceFile {
+		t.Errorf("queues from %s", r.sourceOf("queues"))
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"ORDERS: \"orders.x\"\nsubjects: [\"a\"]\n", `unknown key "orders" (did you mean "workers"? a variable set in the file must be used: $ORDERS)`},
+		{"X: 1\nqueus: $X\n", `unknown key "queus" (did you mean "queues"?)`},
+	} {
+		writeConf(t, file, tc.text)
+		_, err := parseArgs(t, "run", "-c", file)
+		var cerr *configError
+		if !errors.As(err, &cerr) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
+		}
+	}
+	// A variable named as a key is that key too, as in nats-server.
+	writeConf(t, file, "QUEUES: 3\ntopic_tokens: $QUEUES\n")
+	if r := mustParse(t, "run", "-c", file); r.Queues != 3 || r.TopicTokens != 3 {
+		t.Errorf("a variable named queues: queues %d, topic_tokens %d", r.Queues, r.TopicTokens)
+	}
+}
+
 // TestConfigFileErrors: a file that cannot be used is refused, naming the file and the key.
 func TestConfigFileErrors(t *testing.T) {
 	clearEnv(t)

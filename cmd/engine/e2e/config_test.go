@@ -208,7 +208,6 @@ func TestCheckConfigOutputIsConfig(t *testing.T) {
 // TestConfigFileVariables: CONFIG.md: "variables ($NAME, set in the file or taken from the
 // environment)". A variable set in the file is refused as an unknown key.
 func TestConfigFileVariables(t *testing.T) {
-	t.Skip("broken, not in issue 16: a variable set in the configuration file (NAME: \"x\", then $NAME) is refused as an unknown key, exit 2")
 	t.Parallel()
 	conf := writeFile(t, filepath.Join(t.TempDir(), "engine.conf"), "SUBJ: \"orders.x\"\nsubjects: [ $SUBJ ]\n")
 	code, got, stderr := checkConfig(t, nil, "-c", conf)
