@@ -350,6 +350,51 @@ func (r *runCmd) sourceOf(key string) string {
 	return sourceDefault
 }
 
+// holdsDefault says key holds its default value, wherever the value came from: for the checks
+// that ask whether a key is set, a key set to its default is not (replicated: false needs no
+// partitions), so that -t's output, which writes every key, reads back as the configuration it
+// describes.
+func (r *runCmd) holdsDefault(key string) bool {
+	for _, s := range r.settings {
+		if s.key == key {
+			return s.source == sourceDefault || formatValue(s.value) == formatValue(defaultValue(s.flag))
+		}
+	}
+	return true
+}
+
+// defaultValue is the flag's default, decoded as kong decodes it.
+func defaultValue(f *kong.Flag) reflect.Value {
+	v := reflect.New(f.Target.Type()).Elem()
+	if f.HasDefault {
+		_ = f.Mapper.Decode(&kong.DecodeContext{Value: f.Value, Scan: kong.Scan().PushTyped(f.Default, kong.FlagValueToken)}, v)
+	}
+	return v
+}
+
+// unusedDefault says why key's default is not in effect, "" if it is or key is set. Whether
+// these keys are set matters, not only their value: set, listen overrides nats_config's
+// address, and subjects and queues are refused with partitions. So -t prints them as comments:
+// written as settings, they would change the configuration read back.
+func (r *runCmd) unusedDefault(key string) string {
+	if r.sourceOf(key) != sourceDefault {
+		return ""
+	}
+	switch {
+	case key == "listen" && r.Server != "":
+		return "not used with server (an external one)"
+	case key == "listen" && r.NATSConfig != "":
+		return "not used: nats_config gives the embedded server's address"
+	case key == "subjects" && r.Partitions != 0:
+		return "not used with partitions: the engine subscribes to its partitions"
+	case key == "subjects" && r.JSStream != "":
+		return "not used with js_stream: the stream's consumer decides what is stored"
+	case key == "queues" && r.Partitions != 0:
+		return "not used with partitions: a topic's queues are its partitions"
+	}
+	return ""
+}
+
 // describeSource is a source for humans.
 func (r *runCmd) describeSource(src string) string {
 	switch src {
@@ -418,7 +463,9 @@ func quote(s string) string {
 }
 
 // printConfig writes the effective configuration in the configuration file's format, each key
-// with its source as a comment.
+// with its source as a comment; a default that is not in effect is itself a comment (see
+// unusedDefault), so that the output, used as the configuration file, gives the same
+// configuration back.
 func (r *runCmd) printConfig(w io.Writer) {
 	fmt.Fprintln(w, "# engine run: the effective configuration, in the configuration file's format.")
 	fmt.Fprintln(w, "# Each value comes from, by precedence: a flag, an environment variable, the")
@@ -435,6 +482,9 @@ func (r *runCmd) printConfig(w io.Writer) {
 			v = quote("<hidden>")
 		}
 		lines[i] = s.key + ": " + v
+		if r.unusedDefault(s.key) != "" {
+			lines[i] = "# " + lines[i]
+		}
 		if len(lines[i]) <= 56 {
 			width = max(width, len(lines[i]))
 		}
@@ -446,6 +496,9 @@ func (r *runCmd) printConfig(w io.Writer) {
 		}
 		if secret[s.key] && !s.value.IsZero() {
 			src += " (value hidden)"
+		}
+		if why := r.unusedDefault(s.key); why != "" {
+			src += "; " + why
 		}
 		fmt.Fprintf(w, "%-*s  # %s\n", width, lines[i], src)
 	}
