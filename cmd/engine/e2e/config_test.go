@@ -217,7 +217,7 @@ func TestCheckConfigOutputIsConfig(t *testing.T) {
 }
 
 // TestConfigFileVariables: CONFIG.md: "variables ($NAME, set in the file or taken from the
-// environment)". A variable set in the file is refused as an unknown key.
+// environment)": a variable set in the file (NAME: value, then $NAME) gives its value.
 func TestConfigFileVariables(t *testing.T) {
 	t.Parallel()
 	conf := writeFile(t, filepath.Join(t.TempDir(), "engine.conf"), "SUBJ: \"orders.x\"\nsubjects: [ $SUBJ ]\n")
