@@ -56,7 +56,7 @@ func (s *Service) BuildIndex(req Request) (filled int64, err error) {
 	prefix := topicPrefixHash(req.Topic)
 	put := func(key string) error {
 		var err error
-		f, filled, err = s.putHash(f, filled, keyHashFrom(prefix, key), req.PhyOffset, req.StoreTimestamp)
+		f, filled, err = s.putHash(f, filled, KeyHashFrom(prefix, key), req.PhyOffset, req.StoreTimestamp)
 		return err
 	}
 	if req.UniqKey != "" {
