@@ -15,6 +15,7 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
+	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/javahash"
 	"github.com/rocketstore/engine/internal/vfs"
@@ -213,7 +214,7 @@ type running struct {
 func startDispatcher(t testing.TB, s *store, log Reader, from int64, step int64) *running {
 	t.Helper()
 	r := &running{
-		d: &Dispatcher{Log: log, Builder: NewBuilder(s.cq, s.index, nil),
+		d: &Dispatcher{Log: log, Builder: derive.NewBuilder(s.cq, s.index, nil),
 			Limit: stages.NewWatermark(from), Dispatched: stages.NewWatermark(from), MaxStep: step},
 		limit: stages.NewWatermark(from),
 		done:  make(chan error, 1),
@@ -438,7 +439,7 @@ func TestDispatchTwiceIsHarmless(t *testing.T) {
 	s.checkIndex()
 
 	// Builder.Apply on a record the queues already hold is a no-op for them.
-	b := NewBuilder(s.cq, nil, nil)
+	b := derive.NewBuilder(s.cq, nil, nil)
 	if _, err := s.log.Each(0, s.log.MaxOffset(), commitlog.Check{}, b.Apply); err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +477,7 @@ func TestDispatcherStops(t *testing.T) {
 	t.Run("clean", func(t *testing.T) {
 		s := newMemStore(t)
 		s.fill(10)
-		d := &Dispatcher{Log: s.log, Builder: NewBuilder(s.cq, s.index, nil),
+		d := &Dispatcher{Log: s.log, Builder: derive.NewBuilder(s.cq, s.index, nil),
 			Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0)}
 		// The limit is closed with records still to dispatch: they are dispatched first.
 		d.Limit.Advance(s.log.MaxOffset())
@@ -492,7 +493,7 @@ func TestDispatcherStops(t *testing.T) {
 	t.Run("limit failed", func(t *testing.T) {
 		s := newMemStore(t)
 		s.fill(3)
-		d := &Dispatcher{Log: s.log, Builder: NewBuilder(s.cq, s.index, nil),
+		d := &Dispatcher{Log: s.log, Builder: derive.NewBuilder(s.cq, s.index, nil),
 			Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0)}
 		boom := errors.New("sync failed")
 		d.Limit.Fail(boom)
@@ -509,7 +510,7 @@ func TestDispatcherStops(t *testing.T) {
 		// A record whose queue offset leaves a gap: the ConsumeQueue refuses it.
 		s.next["A/0"] += 5
 		s.add("A", 0, commitlog.TxNotType, "", "", nil, "gap")
-		d := &Dispatcher{Log: s.log, Builder: NewBuilder(s.cq, s.index, nil),
+		d := &Dispatcher{Log: s.log, Builder: derive.NewBuilder(s.cq, s.index, nil),
 			Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0)}
 		d.Limit.Advance(s.log.MaxOffset())
 		err := d.Run(context.Background())
@@ -522,7 +523,7 @@ func TestDispatcherStops(t *testing.T) {
 	})
 	t.Run("cancel", func(t *testing.T) {
 		s := newMemStore(t)
-		d := &Dispatcher{Log: s.log, Builder: NewBuilder(s.cq, s.index, nil),
+		d := &Dispatcher{Log: s.log, Builder: derive.NewBuilder(s.cq, s.index, nil),
 			Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0)}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -599,7 +600,7 @@ func TestDispatchPausesOnNoSpace(t *testing.T) {
 	at := s.recs[3].phys
 	var calls []error
 	r := &noSpaceReader{Reader: s.log, at: at, failures: 2}
-	d := &Dispatcher{Log: r, Builder: NewBuilder(s.cq, s.index, nil),
+	d := &Dispatcher{Log: r, Builder: derive.NewBuilder(s.cq, s.index, nil),
 		Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0),
 		NoSpace: func(err error) { calls = append(calls, err) }, RetryNoSpace: time.Millisecond}
 	d.Limit.Advance(s.log.MaxOffset())
@@ -622,7 +623,7 @@ func TestDispatchPausesOnNoSpace(t *testing.T) {
 	s2 := newMemStore(t)
 	s2.fill(4)
 	r2 := &noSpaceReader{Reader: s2.log, at: s2.recs[1].phys, failures: 1 << 30}
-	d2 := &Dispatcher{Log: r2, Builder: NewBuilder(s2.cq, s2.index, nil),
+	d2 := &Dispatcher{Log: r2, Builder: derive.NewBuilder(s2.cq, s2.index, nil),
 		Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0),
 		NoSpace: func(error) {}, RetryNoSpace: time.Hour}
 	d2.Limit.Advance(s2.log.MaxOffset())
