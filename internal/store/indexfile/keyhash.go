@@ -20,9 +20,3 @@ func KeyHashFrom(prefix int32, key string) int32 {
 // TopicPrefixHash is the hash state after "topic#": KeyHashFrom finishes a key's hash from it,
 // so that a record with several keys hashes its topic once.
 func TopicPrefixHash(topic string) int32 { return topicPrefixHash(topic) }
-
-// KeyHashBytes is KeyHash with the prefix from TopicPrefixHash and the key as bytes (a key
-// written in place in an encoder's buffer), without making a string of it.
-func KeyHashBytes(prefix int32, key []byte) int32 {
-	return javahash.IndexHash(javahash.ContinueBytes(prefix, key))
-}
