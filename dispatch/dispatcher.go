@@ -1,3 +1,8 @@
+// Package dispatch is RocketMQ's "reput": the dispatcher follows the CommitLog up to a limit
+// (Durable in sync mode, Written in async mode), builds what each record derives (its
+// ConsumeQueue unit and IndexFile entries, through derive.Builder) and advances the Dispatched
+// watermark. Recovery re-dispatches through the same Builder, so live traffic and recovery share
+// one code path.
 package dispatch
 
 import (
@@ -9,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -23,7 +29,7 @@ var errStep = errors.New("dispatch: step done")
 // Dispatcher follows the CommitLog and owns the Dispatched watermark.
 type Dispatcher struct {
 	Log     Reader
-	Builder *Builder
+	Builder *derive.Builder
 	// Limit is the watermark dispatch follows: Durable in sync mode, so that consumers never see
 	// a record a crash could take back; Written in async mode, for the lowest latency.
 	Limit      *stages.Watermark
@@ -118,7 +124,9 @@ func (d *Dispatcher) dispatch(from, limit, stop int64, chk commitlog.Check) (int
 			if e.End() > limit {
 				return pos, nil // limits fall between records; this one is not below it yet
 			}
-			if err := d.Builder.ApplyDispatched(e); err != nil {
+			f := derive.Fed{Phys: e.Phys, Size: e.Size, QueueID: e.QueueID, QueueOffset: e.QueueOffset,
+				StoreTimestamp: e.StoreTimestamp, Topic: e.Topic, Index: derive.Index(e.Index)}
+			if err := d.Builder.ApplyFed(&f); err != nil {
 				return pos, err
 			}
 			d.next++

@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
+	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/javahash"
 	"github.com/rocketstore/engine/internal/vfs"
@@ -213,7 +213,7 @@ type running struct {
 func startDispatcher(t testing.TB, s *store, log Reader, from int64, step int64) *running {
 	t.Helper()
 	r := &running{
-		d: &Dispatcher{Log: log, Builder: NewBuilder(s.cq, s.index, nil),
+		d: &Dispatcher{Log: log, Builder: derive.NewBuilder(s.cq, s.index, nil),
 			Limit: stages.NewWatermark(from), Dispatched: stages.NewWatermark(from), MaxStep: step},
 		limit: stages.NewWatermark(from),
 		done:  make(chan error, 1),
@@ -438,7 +438,7 @@ func TestDispatchTwiceIsHarmless(t *testing.T) {
 	s.checkIndex()
 
 	// Builder.Apply on a record the queues already hold is a no-op for them.
-	b := NewBuilder(s.cq, nil, nil)
+	b := derive.NewBuilder(s.cq, nil, nil)
 	if _, err := s.log.Each(0, s.log.MaxOffset(), commitlog.Check{}, b.Apply); err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +476,7 @@ func TestDispatcherStops(t *testing.T) {
 	t.Run("clean", func(t *testing.T) {
 		s := newMemStore(t)
 		s.fill(10)
-		d := &Dispatcher{Log: s.log, Builder: NewBuilder(s.cq, s.index, nil),
+		d := &Dispatcher{Log: s.log, Builder: derive.NewBuilder(s.cq, s.index, nil),
 			Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0)}
 		// The limit is closed with records still to dispatch: they are dispatched first.
 		d.Limit.Advance(s.log.MaxOffset())
@@ -492,7 +492,7 @@ func TestDispatcherStops(t *testing.T) {
 	t.Run("limit failed", func(t *testing.T) {
 		s := newMemStore(t)
 		s.fill(3)
-		d := &Dispatcher{Log: s.log, Builder: NewBuilder(s.cq, s.index, nil),
+		d := &Dispatcher{Log: s.log, Builder: derive.NewBuilder(s.cq, s.index, nil),
 			Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0)}
 		boom := errors.New("sync failed")
 		d.Limit.Fail(boom)
@@ -509,7 +509,7 @@ func TestDispatcherStops(t *testing.T) {
 		// A record whose queue offset leaves a gap: the ConsumeQueue refuses it.
 		s.next["A/0"] += 5
 		s.add("A", 0, commitlog.TxNotType, "", "", nil, "gap")
-		d := &Dispatcher{Log: s.log, Builder: NewBuilder(s.cq, s.index, nil),
+		d := &Dispatcher{Log: s.log, Builder: derive.NewBuilder(s.cq, s.index, nil),
 			Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0)}
 		d.Limit.Advance(s.log.MaxOffset())
 		err := d.Run(context.Background())
@@ -522,7 +522,7 @@ func TestDispatcherStops(t *testing.T) {
 	})
 	t.Run("cancel", func(t *testing.T) {
 		s := newMemStore(t)
-		d := &Dispatcher{Log: s.log, Builder: NewBuilder(s.cq, s.index, nil),
+		d := &Dispatcher{Log: s.log, Builder: derive.NewBuilder(s.cq, s.index, nil),
 			Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0)}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -530,47 +530,6 @@ func TestDispatcherStops(t *testing.T) {
 			t.Fatalf("Run = %v", err)
 		}
 	})
-}
-
-// BenchmarkDispatch measures the dispatcher over a backlog of b.N records of exactly 128 bytes
-// (each with a UNIQ_KEY, as the broker always sets, over 4 queues) in a real commitlog.Log on a
-// temporary directory, building real ConsumeQueues and an IndexFile of the default geometry: an
-// op is one record dispatched, a ConsumeQueue unit and an index entry.
-func BenchmarkDispatch(b *testing.B) {
-	const size = 128
-	s := openStore(b, vfs.Default, b.TempDir(), 64<<20, 0, indexfile.Geometry{})
-	m := commitlog.Message{Topic: "T", BornTimestamp: t0, BornHost: bornHost, StoreHost: storeHost}
-	var rec []byte
-	for i := range b.N {
-		m.QueueID = int32(i % 4)
-		m.Properties = commitlog.AppendProperty(m.Properties[:0], commitlog.PropUniqKey, strconv.FormatInt(int64(i), 36))
-		m.Body = m.Body[:0]
-		var err error
-		if rec, err = commitlog.AppendRecord(rec[:0], &m, commitlog.EncodeOptions{PropCRC: true}); err != nil {
-			b.Fatal(err)
-		}
-		m.Body = append(m.Body, make([]byte, size-len(rec))...)
-		if rec, err = commitlog.AppendRecord(rec[:0], &m, commitlog.EncodeOptions{PropCRC: true}); err != nil {
-			b.Fatal(err)
-		}
-		if len(rec) != size {
-			b.Fatalf("record is %d bytes, want %d", len(rec), size)
-		}
-		if _, err := s.log.Append(rec, int64(i/4), t0+int64(i), true); err != nil {
-			b.Fatal(err)
-		}
-	}
-	end := s.log.MaxOffset()
-	b.SetBytes(size)
-	b.ReportAllocs()
-	b.ResetTimer()
-	r := startDispatcher(b, s, s.log, 0, 0)
-	r.limit.Advance(end)
-	if err := r.d.Dispatched.Wait(context.Background(), end); err != nil {
-		b.Fatal(err)
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }
 
 // noSpaceReader makes fn fail with ENOSPC at the record at phys at, the first failures times.
@@ -599,7 +558,7 @@ func TestDispatchPausesOnNoSpace(t *testing.T) {
 	at := s.recs[3].phys
 	var calls []error
 	r := &noSpaceReader{Reader: s.log, at: at, failures: 2}
-	d := &Dispatcher{Log: r, Builder: NewBuilder(s.cq, s.index, nil),
+	d := &Dispatcher{Log: r, Builder: derive.NewBuilder(s.cq, s.index, nil),
 		Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0),
 		NoSpace: func(err error) { calls = append(calls, err) }, RetryNoSpace: time.Millisecond}
 	d.Limit.Advance(s.log.MaxOffset())
@@ -622,7 +581,7 @@ func TestDispatchPausesOnNoSpace(t *testing.T) {
 	s2 := newMemStore(t)
 	s2.fill(4)
 	r2 := &noSpaceReader{Reader: s2.log, at: s2.recs[1].phys, failures: 1 << 30}
-	d2 := &Dispatcher{Log: r2, Builder: NewBuilder(s2.cq, s2.index, nil),
+	d2 := &Dispatcher{Log: r2, Builder: derive.NewBuilder(s2.cq, s2.index, nil),
 		Limit: stages.NewWatermark(0), Dispatched: stages.NewWatermark(0),
 		NoSpace: func(error) {}, RetryNoSpace: time.Hour}
 	d2.Limit.Advance(s2.log.MaxOffset())

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/internal/store/indexfile"
-	"github.com/rocketstore/engine/internal/store/javahash"
 	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/stages"
 )
@@ -51,17 +51,10 @@ func TestDispatchFromFeed(t *testing.T) {
 	var round []stages.Dispatched
 	rounds, fed := 0, 0
 	for i, r := range a.recs {
-		if r.tx == commitlog.TxNotType && len(r.keys) <= 1 {
-			x := stages.RecordIndex{Known: true}
-			if r.tags != "" {
-				x.TagsCode = javahash.TagsCode(r.tags)
-			}
-			for _, k := range append([]string{r.uniq}, r.keys...) {
-				x.Hashes[x.NHashes] = indexfile.KeyHash(r.topic, k)
-				x.NHashes++
-			}
+		p := derive.Props{Topic: r.topic, Tags: r.tags, Keys: strings.Join(r.keys, " "), UniqKey: r.uniq}
+		if x := derive.Ahead(p, derive.TopicPrefix(r.topic)); r.tx == commitlog.TxNotType && x.Known {
 			round = append(round, stages.Dispatched{Phys: r.phys, Size: r.size, QueueID: r.queue,
-				QueueOffset: r.queueOffset, StoreTimestamp: r.ts, Topic: r.topic, Index: x})
+				QueueOffset: r.queueOffset, StoreTimestamp: r.ts, Topic: r.topic, Index: stages.RecordIndex(x)})
 		}
 		if i%7 == 6 || i == len(a.recs)-1 {
 			rounds++
@@ -85,7 +78,7 @@ func TestDispatchFromFeed(t *testing.T) {
 		log  Reader
 		feed *stages.DispatchFeed
 	}{{a, readA, feed}, {b, b.log, nil}} {
-		d := &Dispatcher{Log: c.log, Builder: NewBuilder(c.s.cq, c.s.index, nil), Limit: stages.NewWatermark(0),
+		d := &Dispatcher{Log: c.log, Builder: derive.NewBuilder(c.s.cq, c.s.index, nil), Limit: stages.NewWatermark(0),
 			Dispatched: stages.NewWatermark(0), Feed: c.feed, MaxStep: 1000}
 		done := make(chan error, 1)
 		go func() { done <- d.Run(context.Background()) }()

@@ -26,6 +26,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/checkpoint"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
+	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/meta"
 	"github.com/rocketstore/engine/internal/vfs"
@@ -44,7 +45,7 @@ type Engine struct {
 	cq      *consumequeue.Store
 	starts  *queueStarts // queuestarts.go
 	index   *indexfile.Service
-	builder *dispatch.Builder
+	builder *derive.Builder
 
 	recovery                  Recovery
 	dispatchedTS, indexFilled int64 // after recovery, for the first checkpoint
@@ -145,7 +146,7 @@ func Open(opts Options) (_ *Engine, err error) {
 			return nil, err
 		}
 	}
-	e.builder = dispatch.NewBuilder(e.cq, e.index, nil)
+	e.builder = derive.NewBuilder(e.cq, e.index, nil)
 	if e.offsets, err = reader.OpenConsumerOffsets(fsys, opts.Dir); err != nil {
 		return nil, err
 	}

@@ -6,10 +6,12 @@ import (
 )
 
 // RecordIndex is what dispatch needs of a record beyond the appender's fields, worked out by the
-// encoder while it builds the properties, so that dispatch can build the ConsumeQueue unit and
-// the IndexFile entries without reading the record back from the log. Known is false when the
-// encoder did not work it out (several keys, a topic with delay levels, a producer other than
-// ingress): dispatch then reads the record.
+// encoder while it builds the properties (derive.Ahead, in internal/store/derive), so that
+// dispatch can build the ConsumeQueue unit and the IndexFile entries without reading the record
+// back from the log. Known is false when the encoder did not work it out (more keys than Hashes
+// holds, a tag code that may be a delivery time, a producer other than ingress): dispatch then
+// reads the record. It has derive.Index's fields, so that each converts to the other (the
+// compiler checks that they stay the same), and stages keeps to the standard library.
 type RecordIndex struct {
 	Known    bool
 	NHashes  int8

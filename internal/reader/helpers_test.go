@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/rocketstore/engine/dispatch"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
+	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/stages"
@@ -38,7 +38,7 @@ var indexfile4k = indexfile.Geometry{Slots: 1024, Entries: 4096}
 var tiny = geometry{segment: 1024, units: 4, index: &indexfile.Geometry{Slots: 8, Entries: 6}}
 
 // testStore is a store built from the real store packages: records are appended with
-// commitlog.Log.Append and dispatched with the real dispatch.Builder, as the engine does,
+// commitlog.Log.Append and dispatched with the real derive.Builder, as the engine does,
 // and the Dispatched watermark follows. Only one goroutine at a time may call put.
 type testStore struct {
 	t          testing.TB
@@ -48,7 +48,7 @@ type testStore struct {
 	log        *commitlog.Log
 	cq         *consumequeue.Store
 	index      *indexfile.Service
-	builder    *dispatch.Builder
+	builder    *derive.Builder
 	dispatched *stages.Watermark
 	next       map[string]int64 // next queue offset by "topic/queue"
 	clock      int64            // store timestamp of the next record
@@ -70,7 +70,7 @@ func newTestStore(t testing.TB, fsys vfs.FS, dir string, geo geometry) *testStor
 			t.Fatal(err)
 		}
 	}
-	s.builder = dispatch.NewBuilder(s.cq, s.index, nil)
+	s.builder = derive.NewBuilder(s.cq, s.index, nil)
 	s.dispatched = stages.NewWatermark(0)
 	s.r = New(s.log, s.cq, s.index, s.dispatched, storeHost)
 	t.Cleanup(s.close)

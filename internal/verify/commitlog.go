@@ -8,6 +8,7 @@ import (
 	"path"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/internal/store/segment"
 )
 
@@ -179,7 +180,7 @@ func (v *verifier) scanSegment(ctx context.Context, f *segment.File, probeAt int
 			s.bytes += n
 			ts := rec.StoreTimestamp()
 			s.lastTS, s.maxTS = ts, max(s.maxTS, ts)
-			if tx := rec.TransactionType(); tx == commitlog.TxNotType || tx == commitlog.TxCommit {
+			if derive.Queued(rec.TransactionType()) {
 				topic, id := rec.Topic(), rec.QueueID()
 				if last == nil || id != lastID || string(topic) != string(lastTopic) {
 					last, lastTopic, lastID = s.queues.get(topic, id), topic, id

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
+	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/internal/store/segment"
 	"github.com/rocketstore/engine/internal/vfs"
 )
@@ -235,10 +236,10 @@ func (v *verifier) checkUnit(q *queueCheck, n int64, u consumequeue.Unit, prev *
 		bad(KindCQUnit, "names the record with queue offset %d", rec.QueueOffset())
 	case rec.TotalSize() != int(u.Size):
 		bad(KindCQUnit, "size differs from the record's TOTALSIZE %d", rec.TotalSize())
-	case tx != commitlog.TxNotType && tx != commitlog.TxCommit:
+	case !derive.Queued(tx):
 		bad(KindCQUnit, "names a prepared or rolled-back transaction message, which has no unit")
 	default:
-		if tags := rec.TagsCode(nil); tags != u.TagsCode {
+		if tags := derive.TagsCode(derive.PropsOf(rec), rec.StoreTimestamp(), nil); tags != u.TagsCode {
 			bad(KindCQUnit, "tags code differs from the record's %d", tags)
 			return
 		}
@@ -297,7 +298,7 @@ func (v *verifier) checkCounts(ctx context.Context, qs []*queueCheck, c *chain) 
 		if steps++; steps%4096 == 0 && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if tx := rec.TransactionType(); tx != commitlog.TxNotType && tx != commitlog.TxCommit {
+		if !derive.Queued(rec.TransactionType()) {
 			return nil
 		}
 		q := flagged[string(rec.Topic())][rec.QueueID()]
@@ -338,5 +339,5 @@ func (v *verifier) hasUnit(q *queueCheck, qo, phys int64, rec commitlog.View) bo
 		return false
 	}
 	u, err := q.cq.Unit(qo)
-	return err == nil && u.Phys == phys && int(u.Size) == rec.TotalSize() && u.TagsCode == rec.TagsCode(nil)
+	return err == nil && u == derive.Unit(phys, rec, derive.PropsOf(rec), nil)
 }

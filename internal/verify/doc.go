@@ -7,7 +7,7 @@
 //
 // Repair takes the lock and does what the engine's recovery does, but also where recovery
 // refuses (damage to sealed data): it cuts the CommitLog at the first invalid record, deletes
-// and rebuilds the derived files through dispatch's Builder (the engine's own code path), and
+// and rebuilds the derived files through derive's Builder (the engine's own code path), and
 // rewrites the checkpoint, reporting exactly what it removed.
 //
 // The CommitLog is the only truth: everything else is derived from it, so a problem in a

@@ -11,9 +11,9 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/vfs"
 )
@@ -389,7 +389,7 @@ func (v *verifier) entryRecord(phy int64, hashes []int32) entryRecord {
 	switch {
 	case rec.PhysicalOffset() != phy:
 		r.why = "no record starts there"
-	case rec.TransactionType() == commitlog.TxRollback:
+	case !derive.Indexed(rec.TransactionType()):
 		r.why = "the record is a rolled-back transaction message, which is never indexed"
 	default:
 		r.hashes = recordKeyHashes(r.hashes, rec)
@@ -429,40 +429,15 @@ func timeDiff(ts, begin int64) int32 {
 	return int32(min(max(d, 0), math.MaxInt32))
 }
 
-// recordKeyHashes appends the index hashes of the keys BuildIndex puts for rec.
+// recordKeyHashes appends the index hashes of the keys dispatch puts for rec.
 func recordKeyHashes(dst []int32, rec commitlog.View) []int32 {
-	props := rec.Properties().DispatchProps()
-	topic := alias(rec.Topic())
-	if len(props.UniqKey) > 0 {
-		dst = append(dst, indexfile.KeyHash(topic, alias(props.UniqKey)))
-	}
-	it := commitlog.Keys(props.Keys)
-	for k, ok := it.Next(); ok; k, ok = it.Next() {
-		dst = append(dst, indexfile.KeyHash(topic, alias(k)))
-	}
-	return dst
+	p := derive.PropsOf(rec)
+	return derive.KeyHashes(dst, derive.TopicPrefix(p.Topic), p)
 }
 
-// hasKeys says BuildIndex puts at least one key for rec.
+// hasKeys says dispatch puts at least one key for rec.
 func hasKeys(rec commitlog.View) bool {
-	if rec.TransactionType() == commitlog.TxRollback {
-		return false
-	}
-	props := rec.Properties().DispatchProps()
-	if len(props.UniqKey) > 0 {
-		return true
-	}
-	it := commitlog.Keys(props.Keys)
-	_, ok := it.Next()
-	return ok
-}
-
-// alias is a string over b without a copy; b must not change while it is used.
-func alias(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
+	return derive.Indexed(rec.TransactionType()) && derive.NumKeys(derive.PropsOf(rec)) > 0
 }
 
 // readHeader reads the 40 header bytes of an IndexFile as they are on disk.

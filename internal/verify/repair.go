@@ -9,10 +9,10 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/rocketstore/engine/dispatch"
 	"github.com/rocketstore/engine/internal/store/checkpoint"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
+	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/meta"
 	"github.com/rocketstore/engine/internal/vfs"
@@ -39,7 +39,7 @@ type RepairReport struct {
 	// holding entries past the cut); IndexCreated the ones the rebuild wrote.
 	IndexDeleted []string `json:"index_deleted,omitempty"`
 	IndexCreated []string `json:"index_created,omitempty"`
-	// Redispatched is the CommitLog range run through dispatch's Builder to rebuild what was
+	// Redispatched is the CommitLog range run through derive's Builder to rebuild what was
 	// deleted or missing, and how many records it holds.
 	Redispatched *Range `json:"redispatched,omitempty"`
 	// OldCheckpoint is the checkpoint that was there (nil if none could be read) and
@@ -101,7 +101,7 @@ var ErrNotRepairable = errors.New("verify: cannot repair")
 //     is in Cut);
 //   - deletes the ConsumeQueues whose units do not name their records and the IndexFiles from
 //     the first broken one on, drops units and index files that point past the new end, and
-//     rebuilds what is missing by running the CommitLog through dispatch's Builder, the code
+//     rebuilds what is missing by running the CommitLog through derive's Builder, the code
 //     path of the engine's dispatch and recovery;
 //   - flushes everything, writes the checkpoint (durable = dispatched = the end) and removes
 //     the abort marker, so that the engine opens the store as after a clean stop.
@@ -433,7 +433,7 @@ func (r *repairer) cutDerived(rebuilt map[string]*queueCheck) (map[string]*queue
 	return units, err
 }
 
-// redispatch runs the CommitLog through dispatch's Builder from the first record whose unit or
+// redispatch runs the CommitLog through derive's Builder from the first record whose unit or
 // index entries are missing now: the records of the rebuilt queues, the records without units,
 // those the deleted IndexFiles held and those the index never reached. The Builder skips what
 // the queues and the index hold already.
@@ -455,7 +455,7 @@ func (r *repairer) redispatch(ctx context.Context) error {
 		}
 		if len(r.rep.IndexDeleted) > 0 {
 			// What the deleted files held is rebuilt from the end of the last file kept (or
-			// the log's start); BuildIndex skips what that file holds.
+			// the log's start); the Builder skips what that file holds.
 			start := v.chain.start
 			if files := r.index.Files(); len(files) > 0 {
 				start = max(start, files[len(files)-1].EndPhyOffset())
@@ -474,7 +474,7 @@ func (r *repairer) redispatch(ctx context.Context) error {
 			names[f.Name()] = true
 		}
 	}
-	b := dispatch.NewBuilder(r.cq, r.index, nil)
+	b := derive.NewBuilder(r.cq, r.index, nil)
 	var n int64
 	_, err := r.log.Each(from, r.end, commitlog.Check{NoBodyCRC: true, NoPropCRC: true}, func(phys int64, rec commitlog.View) error {
 		if n++; n%4096 == 0 && ctx.Err() != nil {

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rocketstore/engine/dispatch"
 	"github.com/rocketstore/engine/internal/rmqfixture"
 	"github.com/rocketstore/engine/internal/store/checkpoint"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
+	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/vfs"
 )
@@ -174,7 +174,7 @@ func dispatchAsRocketMQ(t testing.TB, fsys vfs.FS, from, to int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := dispatch.NewBuilder(cq, index, nil)
+	b := derive.NewBuilder(cq, index, nil)
 	if _, err := l.Each(from, to, commitlog.Check{}, b.Apply); err != nil {
 		t.Fatal(err)
 	}

@@ -1,38 +1,28 @@
 package ingress
 
 import (
-	"strings"
+	"unsafe"
 
-	"github.com/rocketstore/engine/internal/store/commitlog"
-	"github.com/rocketstore/engine/internal/store/indexfile"
-	"github.com/rocketstore/engine/internal/store/javahash"
+	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/stages"
 )
 
-// recordIndex works out, while the properties are built, what dispatch needs of the record:
-// the ConsumeQueue tag code and the IndexFile hashes of "topic#UNIQ_KEY" and "topic#key", in the
-// order dispatch's BuildIndex puts them. The workers do this in parallel, and dispatch then
-// need not read the record back (stages.DispatchFeed).
+// recordIndex works out, while the properties are built, what dispatch needs of the record (its
+// tag code and IndexFile hashes, derive.Ahead: the functions dispatch reads the record back
+// with). The workers do this in parallel, and dispatch then need not read the record back
+// (stages.DispatchFeed). uniq is the UNIQ_KEY's value in the properties being built, keys the
+// key header's values, tags the TAGS value ("" for none).
 //
-// It says Known only where that is sure to equal what dispatch would read from the record: a
-// topic without delay levels (the schedule topic's tag code is a delivery time), and at most one
-// key (KEYS is split at spaces, and a key header may have several values). Other records are
-// read back, as before.
+// Several key values are joined into one KEYS value, which is not at hand as one string here:
+// such records are read back, as are those derive.Ahead does not know.
 func recordIndex(rt *route, uniq []byte, keys []string, tags string) stages.RecordIndex {
-	if rt.topic == commitlog.ScheduleTopic || len(keys) > 1 || (len(keys) == 1 && strings.IndexByte(keys[0], ' ') >= 0) {
+	if len(keys) > 1 {
 		return stages.RecordIndex{}
 	}
-	x := stages.RecordIndex{Known: true}
-	if tags != "" {
-		x.TagsCode = javahash.TagsCode(tags)
+	// The UNIQ_KEY is hashed where it lies: Ahead keeps none of its props.
+	p := derive.Props{Topic: rt.topic, Tags: tags, UniqKey: unsafe.String(unsafe.SliceData(uniq), len(uniq))}
+	if len(keys) == 1 {
+		p.Keys = keys[0]
 	}
-	if len(uniq) > 0 {
-		x.Hashes[x.NHashes] = indexfile.KeyHashBytes(rt.indexPrefix, uniq)
-		x.NHashes++
-	}
-	if len(keys) == 1 && keys[0] != "" {
-		x.Hashes[x.NHashes] = javahash.IndexHash(javahash.Continue(rt.indexPrefix, keys[0]))
-		x.NHashes++
-	}
-	return x
+	return stages.RecordIndex(derive.Ahead(p, rt.indexPrefix))
 }

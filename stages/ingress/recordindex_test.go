@@ -2,20 +2,19 @@ package ingress
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
-	"github.com/rocketstore/engine/internal/store/indexfile"
-	"github.com/rocketstore/engine/internal/store/javahash"
+	"github.com/rocketstore/engine/internal/store/derive"
 )
 
 // TestRecordIndexMatchesTheRecord: what the encoder works out for dispatch (RecordIndex) is what
-// dispatch would read from the record's properties: the tag code of TAGS, and the IndexFile
-// hashes of the UNIQ_KEY and each KEYS token, in that order. Where the encoder cannot be sure
-// (several keys), it says so rather than guess.
+// dispatch reads back from the record's properties (derive.TagsCode, derive.KeyHashes): the tag
+// code of TAGS, and the IndexFile hashes of the UNIQ_KEY and each KEYS token, in that order.
+// Where the encoder cannot be sure (more keys than it holds, several key values), it says so
+// rather than guess.
 func TestRecordIndexMatchesTheRecord(t *testing.T) {
 	seq := &seqHeader{stream: "S7x", seq: 42}
 	for i, c := range []struct {
@@ -34,6 +33,11 @@ func TestRecordIndexMatchesTheRecord(t *testing.T) {
 		{0, "orders.eu", nats.Header{"Rmq-Keys": {"k1 k2"}}, nil, false},             // two keys in one value
 		{0, "orders.eu", nats.Header{"Rmq-Keys": {"k1", "k2"}}, nil, false},          // two values
 		{0, "orders.eu", nats.Header{"Rmq-Keys": {"k1"}, "Other": {"x"}}, seq, true}, // headers as properties
+		{0, "orders.eu", nats.Header{"Rmq-Keys": {" k1  "}}, nil, true},              // one token among spaces
+		{0, "orders.eu", nats.Header{"Rmq-Keys": {"  "}}, nil, true},                 // no token at all
+		{0, "orders.eu", nats.Header{"Rmq-Keys": {"clé 😀"}, "Rmq-Tags": {"étiquette"}}, nil, false},
+		{0, "orders.eu", nats.Header{"Rmq-Keys": {"😀"}, "Rmq-Tags": {"étiquette"}}, nil, true}, // non-ASCII
+		{0, "orders.eu", nats.Header{"Rmq-Keys": {"k1", "k2"}, "Rmq-Tags": {"t"}}, seq, false},
 	} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			b := testBuilder()
@@ -53,16 +57,10 @@ func TestRecordIndexMatchesTheRecord(t *testing.T) {
 				return
 			}
 			d := commitlog.Properties(props).DispatchProps()
-			var tags int64
-			if len(d.Tags) > 0 {
-				tags = int64(javahash.Bytes(d.Tags))
-			}
-			var hashes []int32
-			for _, k := range append([]string{string(d.UniqKey)}, strings.Split(string(d.Keys), " ")...) {
-				if k != "" {
-					hashes = append(hashes, indexfile.KeyHash(rt.topic, k))
-				}
-			}
+			p := derive.Props{Topic: rt.topic, Tags: string(d.Tags), Keys: string(d.Keys), UniqKey: string(d.UniqKey),
+				Delay: string(d.Delay)}
+			tags := derive.TagsCode(p, 1700000000000, nil)
+			hashes := derive.KeyHashes(nil, derive.TopicPrefix(rt.topic), p)
 			if got.TagsCode != tags || fmt.Sprint(got.Hashes[:got.NHashes]) != fmt.Sprint(hashes) {
 				t.Fatalf("encoder: tags %d hashes %v; the record's properties give %d and %v",
 					got.TagsCode, got.Hashes[:got.NHashes], tags, hashes)

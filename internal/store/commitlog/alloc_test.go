@@ -40,7 +40,7 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 			for range v.Properties().All() {
 			}
 		},
-		"TagsCode": func() { _ = v.TagsCode(nil) },
+		"DispatchProps": func() { _ = v.Properties().DispatchProps() },
 		"Keys": func() {
 			it := v.Keys()
 			for _, ok := it.Next(); ok; _, ok = it.Next() {

@@ -119,7 +119,7 @@ func BenchmarkDispatchFields(b *testing.B) {
 	id := make([]byte, 0, OffsetMsgIDLenV6)
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = v.TagsCode(nil)
+		_ = v.Properties().DispatchProps()
 		_, _ = v.UniqKey()
 		it := v.Keys()
 		for _, ok := it.Next(); ok; _, ok = it.Next() {

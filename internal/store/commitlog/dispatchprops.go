@@ -1,10 +1,9 @@
 package commitlog
 
-import "github.com/rocketstore/engine/internal/store/javahash"
-
-// DispatchProps are the properties dispatch needs from every record, found in one pass over the
-// properties instead of one lookup each: the dispatcher reads every record, and three scans of
-// its properties cost it about a third of its time.
+// DispatchProps are the properties dispatch needs from every record (what package derive works
+// out its ConsumeQueue unit and IndexFile entries from), found in one pass over the properties
+// instead of one lookup each: the dispatcher reads every record, and three scans of its
+// properties cost it about a third of its time.
 type DispatchProps struct {
 	Tags, Keys, UniqKey, Delay []byte
 }
@@ -29,27 +28,4 @@ func (p Properties) DispatchProps() DispatchProps {
 			d.Delay = v
 		}
 	}
-}
-
-// TagsCodeOf is TagsCode with the properties already found.
-func (v View) TagsCodeOf(d DispatchProps, levels DelayLevels) int64 {
-	var code int64
-	if len(d.Tags) > 0 {
-		code = int64(javahash.Bytes(d.Tags))
-	}
-	if d.Delay == nil || string(v.Topic()) != ScheduleTopic {
-		return code
-	}
-	level, ok := parseJavaInt(d.Delay)
-	if !ok {
-		return code
-	}
-	if levels == nil {
-		levels = defaultDelayLevels
-	}
-	level = min(level, int64(len(levels)))
-	if level <= 0 {
-		return code
-	}
-	return v.StoreTimestamp() + levels[level-1]
 }

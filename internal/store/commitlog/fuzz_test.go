@@ -150,7 +150,7 @@ func FuzzCheckRecord(f *testing.F) {
 				t.Fatalf("Decode disagrees: %v", derr)
 			}
 			reencode(t, v, chk)
-			_ = v.TagsCode(nil)
+			_ = v.Properties().DispatchProps()
 			_, _ = v.UniqKey()
 			it := v.Keys()
 			for _, ok := it.Next(); ok; _, ok = it.Next() {

@@ -62,14 +62,14 @@ func BenchmarkBuildIndex(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	req := Request{Topic: "TopicTest", Keys: "OrderID188 OrderID189"}
+	var h [3]int32
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		req.UniqKey = uniq[i&(len(uniq)-1)]
-		req.PhyOffset = int64(i) * 226
-		req.StoreTimestamp = t0 + int64(i)
-		if _, err := s.BuildIndex(req); err != nil {
+		prefix := TopicPrefixHash("TopicTest")
+		h[0] = KeyHashFrom(prefix, uniq[i&(len(uniq)-1)])
+		h[1], h[2] = KeyHashFrom(prefix, "OrderID188"), KeyHashFrom(prefix, "OrderID189")
+		if _, err := s.BuildHashes(int64(i)*226, t0+int64(i), h[:]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -88,7 +88,7 @@ func BenchmarkQuery(b *testing.B) {
 	}
 	defer s.Close()
 	for i := range msgs {
-		if _, err := s.BuildIndex(Request{Topic: "TopicTest", Keys: keys[i%distinct], PhyOffset: int64(i) * 226, StoreTimestamp: t0 + int64(i)}); err != nil {
+		if _, err := s.BuildHashes(int64(i)*226, t0+int64(i), []int32{KeyHash("TopicTest", keys[i%distinct])}); err != nil {
 			b.Fatal(err)
 		}
 	}

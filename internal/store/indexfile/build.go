@@ -7,83 +7,23 @@ import (
 	"path"
 )
 
-// Transaction bits of SYSFLAG (commitlog.TxMask, commitlog.TxRollback), repeated here so that
-// the index does not depend on the record codec.
-const (
-	txMask     int32 = 0xC
-	txRollback int32 = 0xC
-)
-
 // maxNameTries bounds the search for a free file name when names collide.
 const maxNameTries = 1000
 
-// Request is what the index needs of one dispatched message (RocketMQ's DispatchRequest).
-type Request struct {
-	Topic string
-	// UniqKey is the UNIQ_KEY property; "" means absent (the broker always sets one).
-	UniqKey string
-	// Keys is the KEYS property: keys separated by single spaces; empty tokens are skipped.
-	Keys string
-	// PhyOffset is the message's CommitLog offset.
-	PhyOffset int64
-	// StoreTimestamp is the message's store timestamp (ms).
-	StoreTimestamp int64
-	// SysFlag is the record's SYSFLAG; only its transaction bits are looked at, so the
-	// transaction type alone (commitlog.View.TransactionType) works as well.
-	SysFlag int32
-}
-
-// BuildIndex indexes one dispatched message as IndexService.buildIndex does: it makes sure a
-// writable last file exists, skips the message if its offset is below that file's endPhyOffset
-// (already indexed, e.g. re-dispatched after a restart) or if it is a transaction rollback, then
-// puts "topic#UNIQ_KEY" and "topic#key" for each key, rolling to a new file whenever the last one
-// is full. A new file starts from the end values of the full one (see CreateFile).
+// BuildHashes indexes one dispatched message as IndexService.buildIndex does, given the hashes of
+// its keys in the order they go in ("topic#UNIQ_KEY", then "topic#key" for each key: which keys a
+// message has, and whether it is indexed at all, is the caller's, package derive). It makes sure
+// a writable last file exists, skips the message if its offset is below that file's endPhyOffset
+// (already indexed, e.g. re-dispatched after a restart), then puts each hash, rolling to a new
+// file whenever the last one is full. A new file starts from the end values of the full one (see
+// CreateFile).
 //
 // When a file fills up and a new one is started, filled is the full file's endTimestamp (the
 // newest such, if several): the caller flushes (Flush) and then stores it as the checkpoint's
 // indexMsgTimestamp. Otherwise filled is 0.
 //
 // On error the message may be partly indexed; calling again puts its keys again (RocketMQ would
-// have stopped indexing). Only the writer calls BuildIndex.
-func (s *Service) BuildIndex(req Request) (filled int64, err error) {
-	f, filled, err := s.writable()
-	if err != nil {
-		return filled, err
-	}
-	if req.PhyOffset < f.EndPhyOffset() || req.SysFlag&txMask == txRollback {
-		return filled, nil
-	}
-	prefix := topicPrefixHash(req.Topic)
-	put := func(key string) error {
-		var err error
-		f, filled, err = s.putHash(f, filled, keyHashFrom(prefix, key), req.PhyOffset, req.StoreTimestamp)
-		return err
-	}
-	if req.UniqKey != "" {
-		if err := put(req.UniqKey); err != nil {
-			return filled, err
-		}
-	}
-	for keys := req.Keys; keys != ""; {
-		var key string
-		if i := indexSpace(keys); i >= 0 {
-			key, keys = keys[:i], keys[i+1:]
-		} else {
-			key, keys = keys, ""
-		}
-		if key == "" {
-			continue
-		}
-		if err := put(key); err != nil {
-			return filled, err
-		}
-	}
-	return filled, nil
-}
-
-// BuildHashes is BuildIndex for a normal (not rolled-back) message whose key hashes the caller
-// computed already (KeyHash, KeyHashBytes: the encoder does, off the dispatcher's goroutine):
-// the same skip of what is indexed already, the same entries in the same order, the same rolls.
+// have stopped indexing). Only the writer calls BuildHashes.
 func (s *Service) BuildHashes(phyOffset, storeTimestamp int64, hashes []int32) (filled int64, err error) {
 	f, filled, err := s.writable()
 	if err != nil {
@@ -114,16 +54,6 @@ func (s *Service) putHash(f *File, filled int64, h int32, phyOffset, storeTimest
 		}
 		filled = max(filled, ts)
 	}
-}
-
-// indexSpace is strings.IndexByte(s, ' '), kept local so the hot loop reads plainly.
-func indexSpace(s string) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ' ' {
-			return i
-		}
-	}
-	return -1
 }
 
 // writable returns the last file, creating one when there is none or the last is full

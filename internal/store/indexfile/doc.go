@@ -17,7 +17,7 @@
 // CommitLog offsets of every entry whose hash matches, and the caller must read each message back
 // and compare its real key.
 //
-// Concurrency: one writer (the dispatcher's index sink) calls BuildIndex / PutKey; any number of
+// Concurrency: one writer (the dispatcher's index sink) calls BuildHashes / PutKey; any number of
 // goroutines query at the same time. Readers never see a half-written entry: the writer writes an
 // entry, then publishes the new entry count (an atomic), then stores the slot (an atomic 32-bit
 // store into the mapping). A reader loads the slot first and the count after it, so everything

@@ -19,10 +19,10 @@ func TestFaults(t *testing.T) {
 			fsys := vfs.NewFaulty(mem, toggle.Inject)
 			s := openService(t, Options{FS: fsys, Geometry: tiny, ReserveStep: 64})
 			for i := range int64(4) { // one full file
-				build(t, s, Request{Topic: "T", Keys: "k", PhyOffset: i, StoreTimestamp: t0 + i})
+				build(t, s, i, t0+i, "k")
 			}
 			toggle.On()
-			_, buildErr := s.BuildIndex(Request{Topic: "T", Keys: "k", PhyOffset: 4, StoreTimestamp: t0 + 4}) // rolls
+			_, buildErr := s.BuildHashes(4, t0+4, hashes("T", "k")) // rolls
 			flushErr := s.Flush()
 			var deleted []string
 			var delErr error
@@ -35,7 +35,7 @@ func TestFaults(t *testing.T) {
 			switch op {
 			case vfs.OpCreateSegment, vfs.OpSyncDir, vfs.OpReserve:
 				if !errors.Is(buildErr, vfs.ErrInjected) {
-					t.Fatalf("BuildIndex: %v", buildErr)
+					t.Fatalf("BuildHashes: %v", buildErr)
 				}
 				wantFiles := 1
 				if op == vfs.OpReserve {
@@ -49,10 +49,10 @@ func TestFaults(t *testing.T) {
 						t.Fatalf("a file whose entry could not be synced was left: %v", ents)
 					}
 				}
-				build(t, s, Request{Topic: "T", Keys: "k", PhyOffset: 4, StoreTimestamp: t0 + 4}) // re-dispatch
+				build(t, s, 4, t0+4, "k") // re-dispatch
 			case vfs.OpSegmentSync:
 				if buildErr != nil || !errors.Is(flushErr, vfs.ErrInjected) {
-					t.Fatalf("BuildIndex %v, Flush %v", buildErr, flushErr)
+					t.Fatalf("BuildHashes %v, Flush %v", buildErr, flushErr)
 				}
 				if err := s.Flush(); err != nil { // still dirty: the next flush syncs it
 					t.Fatalf("Flush after the fault: %v", err)
@@ -66,7 +66,7 @@ func TestFaults(t *testing.T) {
 				}
 				want = []int64{5, 4}
 			}
-			build(t, s, Request{Topic: "T", Keys: "k", PhyOffset: 5, StoreTimestamp: t0 + 5})
+			build(t, s, 5, t0+5, "k")
 			if got := query(t, s, "k", 64, 0, 1<<62); !slices.Equal(got, want) {
 				t.Fatalf("after the fault: %v, want %v", got, want)
 			}
@@ -74,19 +74,22 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// TestBuildIndexAllocs: the writer's path allocates nothing per message.
-func TestBuildIndexAllocs(t *testing.T) {
+// TestBuildHashesAllocs: the writer's path allocates nothing per message.
+func TestBuildHashesAllocs(t *testing.T) {
 	s := openService(t, Options{Geometry: Geometry{Slots: 1024, Entries: 10_000}})
-	req := Request{Topic: "TopicTest", UniqKey: "7F00000112340A0B0C0D000000640001", Keys: "OrderID188 OrderID189"}
-	build(t, s, req) // creates the file
+	h := hashes("TopicTest", "7F00000112340A0B0C0D000000640001", "OrderID188", "OrderID189")
+	var phy int64
+	if _, err := s.BuildHashes(phy, 0, h); err != nil { // creates the file
+		t.Fatal(err)
+	}
 	n := testing.AllocsPerRun(100, func() {
-		req.PhyOffset++
-		if _, err := s.BuildIndex(req); err != nil {
+		phy++
+		if _, err := s.BuildHashes(phy, 0, h); err != nil {
 			t.Fatal(err)
 		}
 	})
 	if n != 0 {
-		t.Fatalf("BuildIndex allocates %v times per message", n)
+		t.Fatalf("BuildHashes allocates %v times per message", n)
 	}
 	dst := make([]int64, 0, DefaultMaxQueryNum)
 	n = testing.AllocsPerRun(100, func() {

@@ -158,29 +158,5 @@ func TestGoldenRolledFirstEntry(t *testing.T) {
 	}
 }
 
-// TestGoldenViaBuildIndex produces the INDEX vector from dispatch requests, TV1's own fields.
-func TestGoldenViaBuildIndex(t *testing.T) {
-	tv1 := golden.Load().TV1
-	dir := filepath.Join(t.TempDir(), "index")
-	s, err := Open(Options{FS: vfs.Default, Dir: dir, Now: fixedNow, Location: time.UTC})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reqs := []Request{
-		{Topic: tv1.Topic, UniqKey: "7F00000112340A0B0C0D000000640001", Keys: "OrderID188 OrderID189",
-			PhyOffset: tv1.PhysOffset, StoreTimestamp: tv1.StoreTS, SysFlag: tv1.SysFlag},
-		{Topic: tv1.Topic, Keys: "OrderID188", PhyOffset: vecPhy2, StoreTimestamp: vecTS2},
-	}
-	for _, r := range reqs {
-		if filled, err := s.BuildIndex(r); err != nil || filled != 0 {
-			t.Fatalf("BuildIndex = %d, %v", filled, err)
-		}
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkIndexVector(t, filepath.Join(dir, FormatName(fixedNow().UTC())))
-}
-
 // fixedNow is 2023-11-14 22:13:20.123 UTC, the vector's store time.
 func fixedNow() time.Time { return time.UnixMilli(vecTS1) }

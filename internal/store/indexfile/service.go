@@ -41,9 +41,9 @@ type Options struct {
 }
 
 // Service is the index directory (RocketMQ's IndexService): files ordered by name, the last one
-// written by the single writer (BuildIndex), all of them queried by any goroutine.
+// written by the single writer (BuildHashes), all of them queried by any goroutine.
 //
-// The file list is guarded by mu. BuildIndex, DropNewerThan and Close are the writer's; Query,
+// The file list is guarded by mu. BuildHashes, DropNewerThan and Close are the writer's; Query,
 // Files and Flush may run from any goroutine; DeleteExpired from any one goroutine at a time
 // (retention), since it never touches the last file, which is the only one the writer changes.
 type Service struct {
@@ -267,7 +267,7 @@ func (s *Service) remove(pick func(i int, f *File, last bool) (del, stop bool)) 
 }
 
 // Flush makes every file durable (IndexFile.flush); files untouched since their last flush cost
-// nothing. The caller flushes after BuildIndex reports a filled file and before it writes that
+// nothing. The caller flushes after BuildHashes reports a filled file and before it writes that
 // file's endTimestamp to the checkpoint.
 func (s *Service) Flush() error {
 	var errs []error

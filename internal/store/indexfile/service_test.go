@@ -44,13 +44,24 @@ func openService(t *testing.T, opts Options) *Service {
 	return s
 }
 
-func build(t *testing.T, s *Service, r Request) int64 {
+// build indexes one message of topic "T" with the given keys, in that order, as dispatch hands
+// them over (their hashes).
+func build(t *testing.T, s *Service, phyOffset, storeTimestamp int64, keys ...string) int64 {
 	t.Helper()
-	filled, err := s.BuildIndex(r)
+	filled, err := s.BuildHashes(phyOffset, storeTimestamp, hashes("T", keys...))
 	if err != nil {
-		t.Fatalf("BuildIndex(%+v): %v", r, err)
+		t.Fatalf("BuildHashes(%d, %d, %q): %v", phyOffset, storeTimestamp, keys, err)
 	}
 	return filled
+}
+
+// hashes are the index hashes of topic#key for each key.
+func hashes(topic string, keys ...string) []int32 {
+	h := make([]int32, len(keys))
+	for i, k := range keys {
+		h[i] = KeyHash(topic, k)
+	}
+	return h
 }
 
 func query(t *testing.T, s *Service, key string, maxNum int, begin, end int64) []int64 {
@@ -70,9 +81,13 @@ func names(files []*File) []string {
 	return out
 }
 
-func TestBuildIndexKeysAndSkips(t *testing.T) {
+// TestBuildHashesOrderAndSkips: a message's hashes go in in the order given; one below the last
+// file's endPhyOffset (already indexed) or without keys leaves the file as it was, and one at the
+// same phy offset as the last is indexed again (RocketMQ's <). Which keys a message has, and
+// whether it is indexed at all, is package derive's (TestBuilderIndexKeys).
+func TestBuildHashesOrderAndSkips(t *testing.T) {
 	s := openService(t, Options{Geometry: Geometry{Slots: 64, Entries: 64}})
-	build(t, s, Request{Topic: "T", UniqKey: "U1", Keys: " a  b ", PhyOffset: 100, StoreTimestamp: t0})
+	build(t, s, 100, t0, "U1", "a", "b")
 	f := s.Files()[0]
 	var got []Entry
 	f.Each(func(_ int32, e Entry) bool { got = append(got, e); return true })
@@ -86,31 +101,30 @@ func TestBuildIndexKeysAndSkips(t *testing.T) {
 		}
 	}
 	before := f.Header()
-	build(t, s, Request{Topic: "T", UniqKey: "U0", PhyOffset: 99, StoreTimestamp: t0})                       // already indexed
-	build(t, s, Request{Topic: "T", UniqKey: "U2", PhyOffset: 200, StoreTimestamp: t0, SysFlag: 0xC | 0x30}) // rollback
-	build(t, s, Request{Topic: "T", PhyOffset: 300, StoreTimestamp: t0})                                     // no keys
+	build(t, s, 99, t0, "U0") // already indexed
+	build(t, s, 300, t0)      // no keys
 	if h := f.Header(); h != before {
 		t.Fatalf("skipped messages changed the header: %+v -> %+v", before, h)
 	}
-	build(t, s, Request{Topic: "T", UniqKey: "U3", Keys: "a", PhyOffset: 400, StoreTimestamp: t0 + 1000, SysFlag: 0x4}) // prepared
-	build(t, s, Request{Topic: "T", Keys: "a", PhyOffset: 500, StoreTimestamp: t0 + 2000, SysFlag: 0x8})                // commit
+	build(t, s, 400, t0+1000, "U3", "a")
+	build(t, s, 500, t0+2000, "a")
 	if got := query(t, s, "a", 64, 0, 1<<62); !slices.Equal(got, []int64{500, 400, 100}) {
 		t.Fatalf("query a = %v", got)
 	}
-	if got := query(t, s, "U2", 64, 0, 1<<62); len(got) != 0 {
-		t.Fatalf("rolled-back message indexed: %v", got)
+	if got := query(t, s, "U0", 64, 0, 1<<62); len(got) != 0 {
+		t.Fatalf("message below endPhyOffset indexed: %v", got)
 	}
 	// The same phy offset as the last one is not "below" it: indexed again (RocketMQ's <).
-	build(t, s, Request{Topic: "T", Keys: "z", PhyOffset: 500, StoreTimestamp: t0 + 2000})
+	build(t, s, 500, t0+2000, "z")
 	if got := query(t, s, "z", 64, 0, 1<<62); !slices.Equal(got, []int64{500}) {
 		t.Fatalf("query z = %v", got)
 	}
 }
 
-func TestBuildIndexRolls(t *testing.T) {
+func TestBuildHashesRolls(t *testing.T) {
 	s := openService(t, Options{Geometry: tiny}) // 4 keys per file
 	for i := range int64(4) {
-		if filled := build(t, s, Request{Topic: "T", UniqKey: fmt.Sprint("k", i), PhyOffset: 100 * i, StoreTimestamp: t0 + 1000*i}); filled != 0 {
+		if filled := build(t, s, 100*i, t0+1000*i, fmt.Sprint("k", i)); filled != 0 {
 			t.Fatalf("message %d: filled = %d", i, filled)
 		}
 	}
@@ -119,7 +133,7 @@ func TestBuildIndexRolls(t *testing.T) {
 	}
 	// The 5th key rolls; the full file's endTimestamp is returned for the checkpoint.
 	const ts5 = t0 + 3000 + 4999
-	if filled := build(t, s, Request{Topic: "T", UniqKey: "k4", PhyOffset: 400, StoreTimestamp: ts5}); filled != t0+3000 {
+	if filled := build(t, s, 400, ts5, "k4"); filled != t0+3000 {
 		t.Fatalf("filled = %d, want %d", filled, t0+3000)
 	}
 	files := s.Files()
@@ -137,7 +151,7 @@ func TestBuildIndexRolls(t *testing.T) {
 	}
 
 	// A message whose keys straddle a roll: 3 keys with 3 free entries, then 2 more.
-	filled := build(t, s, Request{Topic: "T", UniqKey: "m", Keys: "x y z w", PhyOffset: 500, StoreTimestamp: ts5 + 1000})
+	filled := build(t, s, 500, ts5+1000, "m", "x", "y", "z", "w")
 	if filled != ts5+1000 || len(s.Files()) != 3 {
 		t.Fatalf("straddling message: filled %d, %d files", filled, len(s.Files()))
 	}
@@ -153,7 +167,7 @@ func TestServiceQueryAcrossFiles(t *testing.T) {
 	s := openService(t, Options{Geometry: tiny, MaxQueryNum: 5})
 	// 12 messages, 4 per file, all with key "k" at seconds 0..11.
 	for i := range int64(12) {
-		build(t, s, Request{Topic: "T", Keys: "k", PhyOffset: i, StoreTimestamp: t0 + 1000*i})
+		build(t, s, i, t0+1000*i, "k")
 	}
 	if n := len(s.Files()); n != 3 {
 		t.Fatalf("%d files", n)
@@ -189,7 +203,7 @@ func TestServiceReopen(t *testing.T) {
 	opts := Options{FS: vfs.Default, Dir: dir, Geometry: Geometry{Slots: 8, Entries: 1024}, ReserveStep: 4096, Now: clk.now, Location: time.UTC}
 	s := openService(t, opts)
 	for i := range int64(1500) {
-		build(t, s, Request{Topic: "T", Keys: fmt.Sprint("k", i%10), PhyOffset: i, StoreTimestamp: t0 + i})
+		build(t, s, i, t0+i, fmt.Sprint("k", i%10))
 	}
 	wantNames := names(s.Files())
 	want := query(t, s, "k3", 64, 0, 1<<62)
@@ -207,8 +221,8 @@ func TestServiceReopen(t *testing.T) {
 	if got := query(t, s, "k3", 64, 0, 1<<62); !slices.Equal(got, want) || len(got) != 64 {
 		t.Fatalf("after reload %v, want %v", got, want)
 	}
-	build(t, s, Request{Topic: "T", Keys: "k3", PhyOffset: 1500, StoreTimestamp: t0 + 1500})
-	build(t, s, Request{Topic: "T", Keys: "k3", PhyOffset: 1499, StoreTimestamp: t0 + 1500}) // below endPhyOffset
+	build(t, s, 1500, t0+1500, "k3")
+	build(t, s, 1499, t0+1500, "k3") // below endPhyOffset
 	if got := query(t, s, "k3", 2, 0, 1<<62); !slices.Equal(got, []int64{1500, 1493}) {
 		t.Fatalf("after writing on: %v", got)
 	}
@@ -221,7 +235,7 @@ func TestDropNewerThan(t *testing.T) {
 	s := openService(t, Options{Geometry: tiny})
 	var checkpoint int64
 	for i := range int64(10) {
-		if filled := build(t, s, Request{Topic: "T", UniqKey: fmt.Sprint("u", i), PhyOffset: i, StoreTimestamp: t0 + 1000*i}); filled != 0 && checkpoint == 0 {
+		if filled := build(t, s, i, t0+1000*i, fmt.Sprint("u", i)); filled != 0 && checkpoint == 0 {
 			checkpoint = filled // only the first roll reaches the checkpoint before the "crash"
 		}
 	}
@@ -235,7 +249,7 @@ func TestDropNewerThan(t *testing.T) {
 	}
 	// Re-dispatch from the start: messages 0-3 are skipped, 4-9 rebuild the dropped files.
 	for i := range int64(10) {
-		build(t, s, Request{Topic: "T", UniqKey: fmt.Sprint("u", i), PhyOffset: i, StoreTimestamp: t0 + 1000*i})
+		build(t, s, i, t0+1000*i, fmt.Sprint("u", i))
 	}
 	if n := len(s.Files()); n != 3 {
 		t.Fatalf("%d files after rebuilding", n)
@@ -259,7 +273,7 @@ func TestDeleteExpiredUnderReader(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "index")
 	s := openService(t, Options{FS: vfs.Default, Dir: dir, Geometry: tiny})
 	for i := range int64(10) { // files end at phy 3, 7 and (last) 9
-		build(t, s, Request{Topic: "T", Keys: "k", PhyOffset: i, StoreTimestamp: t0 + 1000*i})
+		build(t, s, i, t0+1000*i, "k")
 	}
 	files := s.Files()
 	oldest := files[0]
@@ -314,7 +328,7 @@ func TestDeleteExpiredUnderReader(t *testing.T) {
 func TestOpenDirectoryContents(t *testing.T) {
 	fsys := vfs.NewMem()
 	s := openService(t, Options{FS: fsys, Geometry: tiny})
-	build(t, s, Request{Topic: "T", Keys: "k", PhyOffset: 1, StoreTimestamp: t0})
+	build(t, s, 1, t0, "k")
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -345,8 +359,8 @@ func TestOpenDirectoryContents(t *testing.T) {
 	}
 
 	ro := openService(t, Options{FS: fsys, Geometry: tiny, ReadOnly: true})
-	if _, err := ro.BuildIndex(Request{Topic: "T", Keys: "k", PhyOffset: 2}); !errors.Is(err, ErrReadOnly) {
-		t.Fatalf("BuildIndex read-only: %v", err)
+	if _, err := ro.BuildHashes(2, 0, hashes("T", "k")); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("BuildHashes read-only: %v", err)
 	}
 	if _, err := ro.DeleteExpired(1 << 40); !errors.Is(err, ErrReadOnly) {
 		t.Fatalf("DeleteExpired read-only: %v", err)
@@ -367,7 +381,7 @@ func TestCrashKeepsFlushed(t *testing.T) {
 	s := openService(t, Options{FS: fsys, Geometry: tiny})
 	var filled int64
 	for i := range int64(6) {
-		if ts := build(t, s, Request{Topic: "T", Keys: "k", PhyOffset: i, StoreTimestamp: t0 + 1000*i}); ts != 0 {
+		if ts := build(t, s, i, t0+1000*i, "k"); ts != 0 {
 			if err := s.Flush(); err != nil { // flush, then the checkpoint would take ts
 				t.Fatal(err)
 			}
@@ -377,7 +391,7 @@ func TestCrashKeepsFlushed(t *testing.T) {
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	build(t, s, Request{Topic: "T", Keys: "k", PhyOffset: 6, StoreTimestamp: t0 + 6000}) // not flushed
+	build(t, s, 6, t0+6000, "k") // not flushed
 
 	img := fsys.SyncedImage()
 	r := openService(t, Options{FS: img, Geometry: tiny})
@@ -389,7 +403,7 @@ func TestCrashKeepsFlushed(t *testing.T) {
 		t.Fatalf("DropNewerThan: %v %v", dropped, err)
 	}
 	for i := range int64(7) {
-		build(t, r, Request{Topic: "T", Keys: "k", PhyOffset: i, StoreTimestamp: t0 + 1000*i})
+		build(t, r, i, t0+1000*i, "k")
 	}
 	if got := query(t, r, "k", 64, 0, 1<<62); !slices.Equal(got, []int64{6, 5, 4, 3, 3, 2, 1, 0}) {
 		t.Fatalf("after rebuild: %v (3 twice: see TestDropNewerThan)", got)
@@ -426,7 +440,7 @@ func TestNames(t *testing.T) {
 func TestDropPast(t *testing.T) {
 	s := openService(t, Options{Geometry: tiny})
 	for i := range int64(9) {
-		build(t, s, Request{Topic: "T", UniqKey: fmt.Sprint("u", i), PhyOffset: 100 * i, StoreTimestamp: t0 + 1000*i})
+		build(t, s, 100*i, t0+1000*i, fmt.Sprint("u", i))
 	}
 	files := s.Files()
 	if len(files) < 3 {
@@ -449,7 +463,7 @@ func TestDropPast(t *testing.T) {
 	}
 	// Re-dispatch rebuilds what the dropped files held below the end.
 	for i := range int64(9) {
-		build(t, s, Request{Topic: "T", UniqKey: fmt.Sprint("u", i), PhyOffset: 100 * i, StoreTimestamp: t0 + 1000*i})
+		build(t, s, 100*i, t0+1000*i, fmt.Sprint("u", i))
 	}
 	for i := range int64(9) {
 		if got := query(t, s, fmt.Sprint("u", i), 64, 0, 1<<62); len(got) == 0 || got[0] != 100*i {
@@ -464,7 +478,7 @@ func TestDropPast(t *testing.T) {
 func TestRelinkLastAfterTornEntry(t *testing.T) {
 	s := openService(t, Options{Geometry: Geometry{Slots: 4, Entries: 64}})
 	for i := range int64(20) {
-		build(t, s, Request{Topic: "T", UniqKey: fmt.Sprint("u", i), PhyOffset: 100 * i, StoreTimestamp: t0 + 1000*i})
+		build(t, s, 100*i, t0+1000*i, fmt.Sprint("u", i))
 	}
 	f := s.Files()[len(s.Files())-1]
 	// Entry 12 (u11) is lost: zeroed, as an unsynced page that never reached the disk.
@@ -488,7 +502,7 @@ func TestRelinkLastAfterTornEntry(t *testing.T) {
 	}
 	// Re-indexing from there restores everything (u10 twice: readers fold duplicates).
 	for i := int64(10); i < 20; i++ {
-		build(t, s, Request{Topic: "T", UniqKey: fmt.Sprint("u", i), PhyOffset: 100 * i, StoreTimestamp: t0 + 1000*i})
+		build(t, s, 100*i, t0+1000*i, fmt.Sprint("u", i))
 	}
 	for i := range int64(20) {
 		if got := query(t, s, fmt.Sprint("u", i), 64, 0, 1<<62); len(got) == 0 || got[0] != 100*i {

@@ -1,9 +1,4 @@
-// Package dispatch builds what is derived from the CommitLog: RocketMQ's "reput". The
-// dispatcher follows the log up to a limit (Durable in sync mode, Written in async mode), turns
-// each record into a ConsumeQueue unit and IndexFile entries, and advances the Dispatched
-// watermark. Recovery re-dispatches through the same Builder, so live traffic and recovery share
-// one code path.
-package dispatch
+package derive
 
 import (
 	"fmt"
@@ -12,7 +7,6 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
 	"github.com/rocketstore/engine/internal/store/indexfile"
-	"github.com/rocketstore/engine/stages"
 )
 
 // Builder applies one record to the ConsumeQueues and the IndexFiles. It is owned by one
@@ -20,7 +14,8 @@ import (
 type Builder struct {
 	cq          *consumequeue.Store
 	index       *indexfile.Service // nil when indexing is off
-	delayLevels commitlog.DelayLevels
+	delayLevels DelayLevels
+	hashes      []int32 // scratch for the key hashes of the record being applied
 
 	// queues caches the ConsumeQueue of each (topic, queue) so that the hot path looks it up
 	// without converting the topic bytes to a string (m[string(b)] does not allocate).
@@ -39,70 +34,71 @@ type Builder struct {
 }
 
 // NewBuilder makes a builder over the stores; index may be nil.
-func NewBuilder(cq *consumequeue.Store, index *indexfile.Service, levels commitlog.DelayLevels) *Builder {
+func NewBuilder(cq *consumequeue.Store, index *indexfile.Service, levels DelayLevels) *Builder {
 	if levels == nil {
-		levels = commitlog.DefaultDelayLevels()
+		levels = DefaultDelayLevels()
 	}
 	return &Builder{cq: cq, index: index, delayLevels: levels, queues: make(map[string]map[int32]*consumequeue.ConsumeQueue)}
 }
 
-// Apply builds the ConsumeQueue unit of the record at phys (normal and committed messages only,
-// as RocketMQ) and its index entries (all but rolled-back ones). Both skip what they already
-// hold, so applying a record twice is harmless.
+// Apply builds the ConsumeQueue unit of the record at phys (Queued records only) and its index
+// entries (Indexed ones), read back from its bytes. Both skip what they already hold, so
+// applying a record twice is harmless.
 func (b *Builder) Apply(phys int64, v commitlog.View) error {
 	tx := v.TransactionType()
-	props := v.Properties().DispatchProps()
-	if tx == commitlog.TxNotType || tx == commitlog.TxCommit {
+	// The props alias the mapped record: they are only hashed, and the caller holds the
+	// segment mapped for the duration of Apply.
+	p := PropsOf(v)
+	if Queued(tx) {
 		cq, err := b.queue(v.Topic(), v.QueueID())
 		if err != nil {
 			return err
 		}
-		u := consumequeue.Unit{Phys: phys, Size: int32(v.TotalSize()), TagsCode: v.TagsCodeOf(props, b.delayLevels)}
-		if err := cq.Put(v.QueueOffset(), u); err != nil {
+		if err := cq.Put(v.QueueOffset(), Unit(phys, v, p, b.delayLevels)); err != nil {
 			return fmt.Errorf("dispatch: consumequeue %s: %w", cq, err)
 		}
 	}
-	if b.index != nil && tx != commitlog.TxRollback {
-		// The strings alias the mapped record: BuildIndex only hashes them and keeps none,
-		// and the caller holds the segment mapped for the duration of Apply.
-		filled, err := b.index.BuildIndex(indexfile.Request{
-			Topic: alias(v.Topic()), UniqKey: alias(props.UniqKey), Keys: alias(props.Keys),
-			PhyOffset: phys, StoreTimestamp: v.StoreTimestamp(), SysFlag: v.SysFlag(),
-		})
-		if err != nil {
-			return fmt.Errorf("dispatch: index: %w", err)
-		}
-		if filled > 0 {
-			b.IndexFilled = filled
+	if b.index != nil && Indexed(tx) {
+		b.hashes = KeyHashes(b.hashes[:0], TopicPrefix(p.Topic), p)
+		if err := b.putHashes(phys, v.StoreTimestamp(), b.hashes); err != nil {
+			return err
 		}
 	}
 	b.LastStoreTimestamp = v.StoreTimestamp()
 	return nil
 }
 
-// ApplyDispatched is Apply for a record the appender handed over with its RecordIndex known
-// (stages.DispatchFeed): the same unit and the same index entries, built from what the encoder
-// and the appender worked out instead of from the record's bytes. Only normal messages come
-// this way (the appender hands over no other), so there is no transaction type to look at.
-func (b *Builder) ApplyDispatched(d *stages.Dispatched) error {
-	cq, err := b.queueByName(d.Topic, d.QueueID)
+// ApplyFed is Apply for a record the appender handed over with its Index known (Fed): the same
+// unit and the same index entries, from what the encoder and the appender worked out instead of
+// from the record's bytes. Only normal messages come this way (the appender hands over no
+// other), so there is no transaction type to look at.
+func (b *Builder) ApplyFed(f *Fed) error {
+	cq, err := b.queueByName(f.Topic, f.QueueID)
 	if err != nil {
 		return err
 	}
-	u := consumequeue.Unit{Phys: d.Phys, Size: d.Size, TagsCode: d.Index.TagsCode}
-	if err := cq.Put(d.QueueOffset, u); err != nil {
+	u := consumequeue.Unit{Phys: f.Phys, Size: f.Size, TagsCode: f.Index.TagsCode}
+	if err := cq.Put(f.QueueOffset, u); err != nil {
 		return fmt.Errorf("dispatch: consumequeue %s: %w", cq, err)
 	}
 	if b.index != nil {
-		filled, err := b.index.BuildHashes(d.Phys, d.StoreTimestamp, d.Index.Hashes[:d.Index.NHashes])
-		if err != nil {
-			return fmt.Errorf("dispatch: index: %w", err)
-		}
-		if filled > 0 {
-			b.IndexFilled = filled
+		if err := b.putHashes(f.Phys, f.StoreTimestamp, f.Index.Hashes[:f.Index.NHashes]); err != nil {
+			return err
 		}
 	}
-	b.LastStoreTimestamp = d.StoreTimestamp
+	b.LastStoreTimestamp = f.StoreTimestamp
+	return nil
+}
+
+// putHashes indexes one record's key hashes and notes a file that filled up.
+func (b *Builder) putHashes(phys, storeTimestamp int64, hashes []int32) error {
+	filled, err := b.index.BuildHashes(phys, storeTimestamp, hashes)
+	if err != nil {
+		return fmt.Errorf("dispatch: index: %w", err)
+	}
+	if filled > 0 {
+		b.IndexFilled = filled
+	}
 	return nil
 }
 
@@ -146,11 +142,4 @@ func (b *Builder) queue(topic []byte, id int32) (*consumequeue.ConsumeQueue, err
 func (b *Builder) Forget() {
 	clear(b.queues)
 	b.last.topic, b.last.id, b.last.cq = "", 0, nil
-}
-
-func alias(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
 }

@@ -1,4 +1,4 @@
-package commitlog
+package derive
 
 import (
 	"fmt"
@@ -28,45 +28,35 @@ func ParseDelayLevels(s string) (DelayLevels, error) {
 	var levels DelayLevels
 	for i, f := range strings.Split(s, " ") {
 		if f == "" {
-			return nil, fmt.Errorf("commitlog: delay level %d is empty in %q", i+1, s)
+			return nil, fmt.Errorf("derive: delay level %d is empty in %q", i+1, s)
 		}
 		unit, ok := units[f[len(f)-1]]
 		if !ok {
-			return nil, fmt.Errorf("commitlog: delay level %d %q has no unit s, m, h or d", i+1, f)
+			return nil, fmt.Errorf("derive: delay level %d %q has no unit s, m, h or d", i+1, f)
 		}
 		n, err := strconv.ParseInt(f[:len(f)-1], 10, 64)
 		if err != nil || n < 0 || n > math.MaxInt64/unit {
-			return nil, fmt.Errorf("commitlog: delay level %d %q is not a duration", i+1, f)
+			return nil, fmt.Errorf("derive: delay level %d %q is not a duration", i+1, f)
 		}
 		levels = append(levels, n*unit)
 	}
 	return levels, nil
 }
 
-// TagsCode returns the consume queue tags code of the record: Java's String.hashCode of the TAGS
-// property sign-extended to 64 bits, 0 without tags. On SCHEDULE_TOPIC_XXXX with a DELAY property it
-// is instead the delivery time, StoreTimestamp + the delay of the level (clamped to the highest
-// level; level <= 0 keeps the tags hash), as RocketMQ's checkMessageAndReturnSize computes it.
-// levels nil means DefaultDelayLevels. A DELAY that is not a Java int keeps the tags hash (RocketMQ
-// would reject the whole record; a field only the dispatcher derives is no reason to lose data).
-// It allocates nothing.
-func (v View) TagsCode(levels DelayLevels) int64 {
-	return v.TagsCodeOf(v.Properties().DispatchProps(), levels)
-}
-
-// parseJavaInt parses b as Integer.parseInt does for ASCII: an optional sign, then at least one
+// parseJavaInt parses s as Integer.parseInt does for ASCII: an optional sign, then at least one
 // decimal digit, within int32.
-func parseJavaInt(b []byte) (int64, bool) {
+func parseJavaInt(s string) (int64, bool) {
 	neg := false
-	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
-		neg = b[0] == '-'
-		b = b[1:]
+	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
+		neg = s[0] == '-'
+		s = s[1:]
 	}
-	if len(b) == 0 {
+	if len(s) == 0 {
 		return 0, false
 	}
 	var n int64
-	for _, c := range b {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if c < '0' || c > '9' {
 			return 0, false
 		}
