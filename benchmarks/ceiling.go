@@ -78,15 +78,14 @@ type ceiling struct {
 	sub    *nats.Subscription
 	closed chan struct{}
 
-	seen int64 // messages delivered, the dropped one included; callback-owned
-	// faultDrops counts the drops of Fault.TargetDropCounted; dropped is the drop count once
-	// the subscription closed (nats.go no longer tells it then).
-	faultDrops atomic.Int64
-	dropped    atomic.Int64
-	got        atomicTally
-	replies    atomic.Int64
-	ack        []byte
-	prog       *progress
+	seen    int64 // messages delivered, the dropped one included; callback-owned
+	got     atomicTally
+	replies atomic.Int64
+	ack     []byte
+	prog    *progress
+	// faultDrops counts the drops of Fault.TargetDropCounted; dropped is nats.go's drop count
+	// as last read (it cannot be read once the subscription closed).
+	faultDrops, dropped atomic.Int64
 }
 
 // Start runs the server, subscribes and returns once the server has the subscription.

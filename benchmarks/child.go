@@ -127,7 +127,7 @@ func targetMain(ctx context.Context, dec *json.Decoder, w *lineWriter, log zerol
 		return err
 	}
 	heap := startHeapSampler()
-	defer heap.stop() // on the failures' returns; the result's stop is the first
+	defer heap.stop() // also on the early returns
 	url, err := t.Start(ctx)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", sc.Name, err)
