@@ -16,10 +16,11 @@ import (
 
 func init() {
 	register(&Scenario{
-		Name:       "ceiling-subscriber",
-		Doc:        "embedded nats-server + one core NATS subscription that counts and checksums: the ceiling for fire-and-forget",
-		Modes:      []AckMode{FireAndForget},
-		CeilingFor: FireAndForget,
+		Name:        "ceiling-subscriber",
+		Doc:         "embedded nats-server + one core NATS subscription that counts and checksums: the ceiling for fire-and-forget",
+		Modes:       []AckMode{FireAndForget},
+		CeilingFor:  FireAndForget,
+		CountsDrops: true,
 		New: func(cfg TargetConfig, log zerolog.Logger) (Target, error) {
 			return &ceiling{cfg: cfg, log: log}, nil
 		},
@@ -74,6 +75,7 @@ type ceiling struct {
 
 	ns     *server.Server
 	nc     *nats.Conn
+	sub    *nats.Subscription
 	closed chan struct{}
 
 	seen    int64 // messages delivered, the dropped one included; callback-owned
@@ -81,6 +83,9 @@ type ceiling struct {
 	replies atomic.Int64
 	ack     []byte
 	prog    *progress
+	// faultDrops counts the drops of Fault.TargetDropCounted; dropped is nats.go's drop count
+	// as last read (it cannot be read once the subscription closed).
+	faultDrops, dropped atomic.Int64
 }
 
 // Start runs the server, subscribes and returns once the server has the subscription.
@@ -99,6 +104,8 @@ func (c *ceiling) Start(context.Context) (string, error) {
 	}
 	sub, err := c.nc.Subscribe(c.cfg.Run.Target.subject(), c.onMsg)
 	if err == nil {
+		c.sub = sub
+		c.prog.drops = c.drops
 		err = setPending(sub, c.cfg.Run.Target)
 	}
 	if err == nil {
@@ -126,9 +133,21 @@ func setPending(sub *nats.Subscription, o TargetOptions) error {
 // the size of the engine's.
 const ackMsgID = "7F00000100002A9F0000000000000000"
 
+// drops is what nats.go dropped for the subscription (and the fault's), kept past its close.
+func (c *ceiling) drops() int64 {
+	if d, err := c.sub.Dropped(); err == nil {
+		c.dropped.Store(max(c.dropped.Load(), int64(d)))
+	}
+	return c.dropped.Load() + c.faultDrops.Load()
+}
+
 func (c *ceiling) onMsg(m *nats.Msg) {
 	c.seen++
 	if c.seen == c.cfg.Run.Fault.TargetDrop {
+		return
+	}
+	if c.seen == c.cfg.Run.Fault.TargetDropCounted {
+		c.faultDrops.Add(1)
 		return
 	}
 	n := c.got.add(m.Data)
@@ -156,6 +175,9 @@ func (c *ceiling) Await(ctx context.Context, n int64, stall time.Duration) (time
 // connection and the server.
 func (c *ceiling) Stop() error {
 	var err error
+	if c.sub != nil {
+		c.drops() // Dropped cannot be read once the subscription is closed
+	}
 	if c.nc != nil {
 		if err = c.nc.Drain(); err == nil {
 			<-c.closed
@@ -173,5 +195,9 @@ func (c *ceiling) Stop() error {
 // Report is the tally of what the callback counted and the replies it sent.
 func (c *ceiling) Report() TargetReport {
 	t := c.got.load()
-	return TargetReport{Received: &t, Replies: c.replies.Load()}
+	r := TargetReport{Received: &t, Replies: c.replies.Load()}
+	if c.sub != nil {
+		r.Dropped = c.drops()
+	}
+	return r
 }

@@ -62,8 +62,14 @@ type TargetResult struct {
 	// Usage is the target process's CPU from the moment it was ready to the moment it held
 	// every message (its shutdown and the parent's verification are not in it).
 	Usage Usage `json:"usage"`
+	// DoneMono is Done on the machine's monotonic clock (monoNanos; 0 if never), to be set
+	// against the publishers' PublishResult.LastPublishMono.
+	DoneMono int64 `json:"done_mono,omitempty"`
 	// PeakRSS is the target process's peak resident set over its whole life, shutdown included.
-	PeakRSS  int64  `json:"peak_rss"`
+	PeakRSS int64 `json:"peak_rss"`
+	// PeakHeap is the peak of the target process's heap in use (runtime.MemStats.HeapInuse),
+	// sampled every heapSampleEvery from before the target started until it stopped.
+	PeakHeap int64  `json:"peak_heap"`
 	AwaitErr string `json:"await_err,omitempty"`
 	StopErr  string `json:"stop_err,omitempty"`
 }
@@ -120,6 +126,8 @@ func targetMain(ctx context.Context, dec *json.Decoder, w *lineWriter, log zerol
 	if err != nil {
 		return err
 	}
+	heap := startHeapSampler()
+	defer heap.stop() // also on the early returns
 	url, err := t.Start(ctx)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", sc.Name, err)
@@ -165,13 +173,13 @@ func targetMain(ctx context.Context, dec *json.Decoder, w *lineWriter, log zerol
 	if err != nil {
 		res.AwaitErr = err.Error()
 	} else {
-		res.Done = done.UnixNano()
+		res.Done, res.DoneMono = done.UnixNano(), monoNanos(done)
 	}
 	if err := t.Stop(); err != nil {
 		res.StopErr = err.Error()
 	}
 	res.Report = t.Report()
-	res.PeakRSS = selfUsage().MaxRSS
+	res.PeakRSS, res.PeakHeap = selfUsage().MaxRSS, heap.stop()
 	return w.send(childLine{TargetResult: &res})
 }
 

@@ -34,9 +34,17 @@
 //     ConsumeQueue unit against its record), JetStream's stream through a restarted server,
 //     kafka-style's topic files record by record; each must hold exactly the bodies sent. Any
 //     difference, drop, error reply, missing reply or failed process makes the Result invalid.
+//     A run that tolerates drops (Run.TolerateDrops: issue 18's, with nats.go's default pending
+//     limits) reports them instead: its store must hold exactly the messages sent less the
+//     dropped ones, each once, checked message by message (sentSet).
 //
 // A self-loaded scenario (the disk ceiling) has no publisher child: its target makes its own
 // load in Await and reports it.
+//
+// Besides its rate, a run reports its target's peak heap in use (sampled in the target child),
+// its peak RSS and, in fire-and-forget, the lag from the last publish to the last message held,
+// both children reading the machine's monotonic clock (clock.go). The rounds of a series (Run.Round,
+// interleaved by the preset) are summed up as medians (RoundSeriesOf).
 //
 // Ratios are computed last, from the valid runs of the same invocation (computeRatios, which
 // pairs runs by Load.Key, a batched run with the fire-and-forget ceiling and JetStream's

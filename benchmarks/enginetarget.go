@@ -20,8 +20,9 @@ func init() {
 			Doc: fmt.Sprintf("engine.Serve (embedded nats-server, ingress, appender, group commit) on a temporary store, "+
 				"flush mode %s; the store is read back after it closed", m),
 			// Batched: the engine is the only target that speaks batched acks.
-			Modes:  []AckMode{FireAndForget, RequestReply, Batched},
-			Engine: true,
+			Modes:       []AckMode{FireAndForget, RequestReply, Batched},
+			Engine:      true,
+			CountsDrops: true,
 			New: func(cfg TargetConfig, log zerolog.Logger) (Target, error) {
 				return &engineTarget{cfg: cfg, log: log, mode: m}, nil
 			},
@@ -129,6 +130,7 @@ func (t *engineTarget) Start(ctx context.Context) (string, error) {
 	}
 	t.base = srv.Stats()
 	t.prog = newProgress()
+	t.prog.drops = func() int64 { return t.srv.Stats().Ingress.Dropped }
 	wctx, cancel := context.WithCancel(context.Background())
 	t.cancel, t.watchDone = cancel, make(chan struct{})
 	go t.watch(wctx)
@@ -228,5 +230,8 @@ func (t *engineTarget) Stop() error {
 func (t *engineTarget) Report() TargetReport {
 	r := engineReport(t.atDone, t.base)
 	r.FinalSyncs = t.final.Syncs - t.base.Syncs
-	return TargetReport{Engine: &r, Preloaded: t.preloaded, Syncs: r.Syncs, Synced: r.Records}
+	if in := t.final.Ingress; in != nil {
+		r.Dropped = max(r.Dropped, in.Dropped) // all of them, should any come after Await
+	}
+	return TargetReport{Engine: &r, Preloaded: t.preloaded, Syncs: r.Syncs, Synced: r.Records, Dropped: r.Dropped}
 }

@@ -91,6 +91,13 @@ func (r Run) Estimate() time.Duration {
 	switch {
 	case sc != nil && sc.SelfLoaded:
 		est += l.Duration
+	case l.Ack == FireAndForget && l.Duration > 0:
+		// Publishing for the duration; what the target takes of it is read back.
+		msgs = rate * l.Duration.Seconds()
+		if l.Rate > 0 {
+			msgs = min(msgs, l.Rate*l.Duration.Seconds())
+		}
+		est += l.Duration
 	case l.Ack == FireAndForget:
 		est += seconds(msgs / rate)
 	default:

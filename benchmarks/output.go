@@ -87,6 +87,20 @@ var columns = []column{
 	}},
 	{"publisher_cpu_s", "pub CPU s", func(r *Result) string { return fnum(r.PublisherCPU.Seconds(), 2) }},
 	{"target_rss_mib", "target RSS MiB", func(r *Result) string { return fnum(float64(r.TargetRSS)/(1<<20), 0) }},
+	{"target_heap_mib", "peak heap MiB", func(r *Result) string { return fnum(float64(r.PeakHeap)/(1<<20), 0) }},
+	{"dropped", "dropped", func(r *Result) string { return ffInt(r, r.Dropped) }},
+	{"dropped_pct", "dropped %", func(r *Result) string {
+		if r.Run.Load.Ack != FireAndForget || r.Dropped == 0 {
+			return ""
+		}
+		return strconv.FormatFloat(r.DroppedPct(), 'f', 2, 64)
+	}},
+	{"lag_s", "lag s", func(r *Result) string {
+		if r.Run.Load.Ack != FireAndForget || r.Lag == 0 {
+			return ""
+		}
+		return strconv.FormatFloat(r.Lag.Seconds(), 'f', 3, 64)
+	}},
 	{"publisher_rss_mib", "", func(r *Result) string { return fnum(float64(r.PublisherRSS)/(1<<20), 0) }},
 	{"valid", "valid", func(r *Result) string {
 		if r.Valid {
@@ -141,19 +155,25 @@ func WriteMarkdown(w io.Writer, info Info, rs []Result) error {
 	fmt.Fprintf(&b, "%s, %s; %d runs in %s, %d invalid.\n\n", info.Started.UTC().Format(time.RFC3339),
 		info.Host, info.TotalRuns, info.Took.Round(time.Second), info.Invalid)
 	groups := groupOrder(rs)
+	series := RoundSeriesOf(rs)
 	for _, g := range groups {
 		if len(groups) > 1 {
 			fmt.Fprintf(&b, "#### %s\n\n", groupTitle(g))
 		}
 		writeTable(&b, rs, func(r *Result) bool { return r.Run.Group == g })
 		b.WriteString("\n")
+		writeRounds(&b, series, g)
 	}
 	var notes []string
 	for i := range rs {
 		r := &rs[i]
-		if r.Run.RateOf != "" && r.Run.Load.Rate > 0 {
+		if src := r.Run.rateSources(); len(src) > 0 && r.Run.Load.Rate > 0 {
+			of := src[0]
+			if len(src) > 1 {
+				of = "the median of " + strings.Join(src, ", ")
+			}
 			notes = append(notes, fmt.Sprintf("%s: publishers limited to %s msgs/s, %.0f%% of %s.",
-				r.Run.ID, count(int64(r.Run.Load.Rate)), 100*r.Run.RateFraction, r.Run.RateOf))
+				r.Run.ID, count(int64(r.Run.Load.Rate)), 100*r.Run.RateFraction, of))
 		}
 		if !r.Valid {
 			notes = append(notes, fmt.Sprintf("%s is INVALID: %s.", r.Run.ID, strings.Join(r.Problems, "; ")))
@@ -272,6 +292,14 @@ func latencyText(pick func(Latency) time.Duration) func(r *Result) string {
 		}
 		return fnum(float64(pick(r.Latency))/float64(time.Microsecond), 0)
 	}
+}
+
+// ffInt shows n for a fire-and-forget run of a target that counts its drops, "" for any other.
+func ffInt(r *Result, n int64) string {
+	if sc := scenarios[r.Run.Scenario]; r.Run.Load.Ack != FireAndForget || sc == nil || !sc.CountsDrops {
+		return ""
+	}
+	return itoa(n)
 }
 
 func engineInt(r *Result, f func(*EngineReport) int64) string {

@@ -35,7 +35,7 @@ var (
 )
 
 // Presets lists the preset names.
-func Presets() []string { return []string{"quick", "issue3", "issue8", "full"} }
+func Presets() []string { return []string{"quick", "issue3", "issue8", "issue18", "full"} }
 
 // BaseLoad is the load every preset starts from: 4 publishers, 16 topics, 128 B bodies (or
 // what o says), fire-and-forget; request/reply runs use a window of 4096.
@@ -55,13 +55,17 @@ func BaseLoad(o PresetOptions) Load {
 
 // groupTitles are the headings of the report's sections, by Run.Group.
 var groupTitles = map[string]string{
-	"disk":       "Disk: sequential write + fdatasync, 1 MiB batches",
-	"base":       "Base load",
-	"topics":     "Topic count (the per-topic-log experiment)",
-	"body":       "Body size",
-	"publishers": "Publishers",
-	"window":     "Messages in flight (request/reply window)",
-	"latency":    "Ack latency at half the engine-sync rate (request/reply, batched acks)",
+	"disk":        "Disk: sequential write + fdatasync, 1 MiB batches",
+	"base":        "Base load",
+	"topics":      "Topic count (the per-topic-log experiment)",
+	"body":        "Body size",
+	"publishers":  "Publishers",
+	"window":      "Messages in flight (request/reply window)",
+	"latency":     "Ack latency at half the engine-sync rate (request/reply, batched acks)",
+	"ff-burst":    "Fire-and-forget bursts, default pending limits (interleaved rounds)",
+	"ff-1KiB":     "Fire-and-forget bursts of 1 KiB bodies, default pending limits (interleaved rounds)",
+	"ff-paced":    "Fire-and-forget paced at 0.75x the ceiling's median rate, default pending limits",
+	"ff-overload": "Fire-and-forget overload: publishers at full speed, default pending limits",
 }
 
 // Preset returns the runs of a named preset.
@@ -82,6 +86,10 @@ var groupTitles = map[string]string{
 //   - issue8: only issue 8's goals (about 80 s): the fire-and-forget ceiling, JetStream's
 //     request/reply, engine-sync request/reply and at half its rate (the latency reference),
 //     and engine-sync with batched acks unpacked, packed, and packed at half its rate.
+//   - issue18: issue 18's fire-and-forget runs with nats.go's default pending limits and drops
+//     counted: bursts in 3 interleaved rounds (ceiling, engine sync and async, the engines'
+//     cold twins; 128 B and 1 KiB), the sync engine paced at 0.75x the ceiling's median rate
+//     for 60 s, and at full speed for 60 s (see issue18).
 //   - full: the benchmarks issue's sweeps, one dimension at a time around the base load (see
 //     fullPreset).
 func Preset(name string, o PresetOptions) ([]Run, error) {
@@ -127,6 +135,8 @@ func Preset(name string, o PresetOptions) ([]Run, error) {
 		p.ba("engine-sync", unpacked(p.base), 4096, 10*time.Second)
 		peak = p.ba("engine-sync", p.base, 4096, 10*time.Second).ID
 		p.halfRateBatched(peak, 10*time.Second)
+	case "issue18":
+		p.issue18()
 	case "full":
 		p.full()
 	default:

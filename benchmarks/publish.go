@@ -33,6 +33,9 @@ type PublishResult struct {
 	// they claim it). Published counts what really went out.
 	Sent      Tally `json:"sent"`
 	Published int64 `json:"published"`
+	// SentBy is what each publisher claims, by its index (its messages' sequence numbers run
+	// from 0 below it): verification of a run with drops checks each message it finds against it.
+	SentBy []int64 `json:"sent_by,omitempty"`
 	// Acked and AckErrors count the replies (an error reply is a JSON {"error":...}); Missing
 	// is what never got a reply before the wait for replies stalled. In batched mode they count
 	// the futures: resolved with an ack, failed, and given up on when the wait stalled.
@@ -52,6 +55,10 @@ type PublishResult struct {
 	Start     int64 `json:"start"`
 	Flushed   int64 `json:"flushed"`
 	LastReply int64 `json:"last_reply"`
+	// LastPublishMono is when the last publisher's last publish returned, on the machine's
+	// monotonic clock (monoNanos): with the target's TargetResult.DoneMono, the lag from the
+	// last publish to the last message held.
+	LastPublishMono int64 `json:"last_publish_mono,omitempty"`
 	// Latency is the encoded histogram of the ack latencies (µs), publish to reply (batched:
 	// first send to the future's ack).
 	Latency string `json:"latency"`
@@ -116,6 +123,8 @@ func Publish(ctx context.Context, cfg PublishConfig, log zerolog.Logger, progres
 	merged := newLatencyHistogram()
 	for _, p := range pubs {
 		res.Sent.Merge(p.sent)
+		res.SentBy = append(res.SentBy, p.sent.Count)
+		res.LastPublishMono = max(res.LastPublishMono, p.lastPublish)
 		res.Published += p.published.Load()
 		res.Acked += p.acked.Load()
 		res.AckErrors += p.ackErrors.Load()
@@ -170,9 +179,10 @@ type publisher struct {
 	body  []byte
 	quota int64 // messages to send; -1 until the deadline
 
-	sent      Tally // publishing goroutine
-	published atomic.Int64
-	flushed   int64 // unix ns
+	sent        Tally // publishing goroutine
+	published   atomic.Int64
+	lastPublish int64 // monoNanos of the last publish's return
+	flushed     int64 // unix ns
 
 	// Request/reply. The reply subject is inbox.<publish time>, so the reply callback needs no
 	// per-message state to measure the latency.
@@ -195,9 +205,6 @@ type publisher struct {
 	ba                  *batched
 	resent, ackMessages int64
 }
-
-// epoch is the origin of the publish times carried in reply subjects (monotonic clock).
-var epoch = time.Now()
 
 func newPublisher(id int, cfg PublishConfig, subs []string, stall time.Duration) (*publisher, error) {
 	l := cfg.Load
@@ -333,6 +340,7 @@ func (p *publisher) run(ctx context.Context, start, deadline time.Time) (err err
 		}
 		p.published.Add(1)
 	}
+	p.lastPublish = monoNanos(time.Now())
 	if err := p.nc.FlushTimeout(p.stall); err != nil {
 		return fmt.Errorf("publisher %d: flush: %w", p.id, err)
 	}

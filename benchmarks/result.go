@@ -28,8 +28,9 @@ type Result struct {
 	// Elapsed runs from the publishers' start to the moment the target held every message
 	// (fire-and-forget) or the last reply came (request/reply; batched: the last ack).
 	Elapsed time.Duration `json:"elapsed"`
-	// MsgsPerSec and MBPerSec (body bytes, 10^6) are Sent over Elapsed. PublishPerSec is how fast
-	// the publishers pushed (to their last flush): above MsgsPerSec, the target fell behind.
+	// MsgsPerSec and MBPerSec (body bytes, 10^6) are Sent over Elapsed (in fire-and-forget, Sent
+	// less Dropped: what the target held). PublishPerSec is how fast the publishers pushed (to
+	// their last flush): above MsgsPerSec, the target fell behind.
 	MsgsPerSec    float64 `json:"msgs_per_sec"`
 	MBPerSec      float64 `json:"mb_per_sec"`
 	PublishPerSec float64 `json:"publish_per_sec"`
@@ -53,6 +54,15 @@ type Result struct {
 	WindowWaits int64 `json:"window_waits"`
 	// Engine is what an engine target reported (syncs per message, drops, ...).
 	Engine *EngineReport `json:"engine,omitempty"`
+	// Dropped counts what the target's NATS client dropped past its pending limits (a target
+	// that counts them: the engine, ceiling-subscriber). Only a run that tolerates drops
+	// (Run.TolerateDrops) is valid with any.
+	Dropped int64 `json:"dropped,omitempty"`
+	// Lag runs, in fire-and-forget, from the last publish to the moment the target held the last
+	// message (on the machine's monotonic clock): how long the target took to catch up once the
+	// load stopped. Negative when the last messages sent were dropped and the last one held came
+	// before the last publish.
+	Lag time.Duration `json:"lag,omitempty"`
 	// Syncs and Synced are the syncs a target counted and the messages they covered (both 0
 	// for targets that do not count them). Preloaded counts what the target stored before the
 	// measurement (see TargetOptions.Cold).
@@ -68,6 +78,9 @@ type Result struct {
 	PublisherCPU time.Duration `json:"publisher_cpu"`
 	TargetRSS    int64         `json:"target_rss"`
 	PublisherRSS int64         `json:"publisher_rss"`
+	// PeakHeap is the target process's peak heap in use (runtime.MemStats.HeapInuse), sampled
+	// every 100 ms over its life.
+	PeakHeap int64 `json:"peak_heap,omitempty"`
 
 	// Started is when the run began; Took its whole wall time, start-up and verification included.
 	Started time.Time     `json:"started"`
@@ -78,6 +91,14 @@ type Result struct {
 func (r *Result) invalid(format string, args ...any) {
 	r.Valid = false
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+// DroppedPct is Dropped as a percentage of Sent.
+func (r *Result) DroppedPct() float64 {
+	if r.Sent == 0 {
+		return 0
+	}
+	return 100 * float64(r.Dropped) / float64(r.Sent)
 }
 
 // TargetCPUPerMsg is the target's CPU time per message sent.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,8 +55,10 @@ func Check(runs []Run) error {
 		if r.ID == "" || seen[r.ID] {
 			errs = append(errs, fmt.Errorf("run id %q is empty or not unique", r.ID))
 		}
-		if r.RateOf != "" && !seen[r.RateOf] {
-			errs = append(errs, fmt.Errorf("run %s takes its rate from %q, which is not an earlier run", r.ID, r.RateOf))
+		for _, src := range r.rateSources() {
+			if !seen[src] {
+				errs = append(errs, fmt.Errorf("run %s takes its rate from %q, which is not an earlier run", r.ID, src))
+			}
 		}
 		seen[r.ID] = true
 	}
@@ -75,20 +78,17 @@ func (r *Runner) Run(ctx context.Context, runs []Run) ([]Result, error) {
 	for i, run := range runs {
 		r.bar.start(i)
 		var res Result
-		var src *Result
-		if j, ok := byID[run.RateOf]; ok {
-			src = &results[j]
-		}
+		rate, why := sourceRate(results, byID, run.rateSources())
 		switch {
 		case ctx.Err() != nil:
 			res = Result{Run: run, Started: time.Now()}
 			res.invalid("not run: %v", context.Cause(ctx))
-		case src != nil && (!src.Valid || src.MsgsPerSec <= 0):
+		case why != "":
 			res = Result{Run: run, Started: time.Now()}
-			res.invalid("not run: its rate comes from %s, which is invalid", run.RateOf)
+			res.invalid("not run: %s", why)
 		default:
-			if src != nil {
-				run.Load.Rate = run.RateFraction * src.MsgsPerSec
+			if rate > 0 {
+				run.Load.Rate = run.RateFraction * rate
 			}
 			r.status("%s: starting", run.ID)
 			res = r.runOne(ctx, run, run.ID)
@@ -100,6 +100,37 @@ func (r *Runner) Run(ctx context.Context, runs []Run) ([]Result, error) {
 	}
 	computeRatios(results)
 	return results, nil
+}
+
+// sourceRate is the rate a run takes from the earlier runs srcs (none: 0): the one run's, which
+// must be valid, or the median of the valid ones of several. why says why there is none.
+func sourceRate(results []Result, byID map[string]int, srcs []string) (rate float64, why string) {
+	var rates []float64
+	for _, id := range srcs {
+		if j, ok := byID[id]; ok && results[j].Valid && results[j].MsgsPerSec > 0 {
+			rates = append(rates, results[j].MsgsPerSec)
+		}
+	}
+	switch {
+	case len(srcs) == 0:
+		return 0, ""
+	case len(rates) == 0 && len(srcs) == 1:
+		return 0, fmt.Sprintf("its rate comes from %s, which is invalid", srcs[0])
+	case len(rates) == 0:
+		return 0, fmt.Sprintf("its rate comes from %s, all invalid", strings.Join(srcs, ", "))
+	}
+	return median(rates), ""
+}
+
+// median is the median of xs (the mean of the middle two of an even count); xs is sorted.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	if n := len(xs); n%2 == 1 {
+		return xs[n/2]
+	} else if n > 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return 0
 }
 
 // runOne runs one run under its deadline; every failure ends up in the Result.
@@ -174,7 +205,8 @@ func (r *Runner) runOne(parent context.Context, run Run, label string) (res Resu
 		res.invalid("%v", werr)
 	}
 	tres := *tl.TargetResult
-	res.TargetCPU, res.TargetRSS = tres.Usage.CPU(), tres.PeakRSS
+	res.TargetCPU, res.TargetRSS, res.PeakHeap = tres.Usage.CPU(), tres.PeakRSS, tres.PeakHeap
+	res.Dropped = tres.Report.Dropped
 	res.Engine = tres.Report.Engine
 	res.Syncs, res.Synced, res.Preloaded = tres.Report.Syncs, tres.Report.Synced, tres.Report.Preloaded.Count
 	if g := tres.Report.Generated; sc.SelfLoaded && g != nil {
@@ -188,7 +220,7 @@ func (r *Runner) runOne(parent context.Context, run Run, label string) (res Resu
 	}
 
 	r.status("%s: verifying", label)
-	found, problems := sc.Verify(ctx, VerifyInput{Run: run, Dir: dir, Sent: pres.Sent, Target: tres.Report})
+	found, problems := sc.Verify(ctx, VerifyInput{Run: run, Dir: dir, Sent: pres.Sent, SentBy: pres.SentBy, Target: tres.Report})
 	for _, p := range problems {
 		res.invalid("%s", p)
 	}
@@ -253,8 +285,15 @@ func (r *Runner) figures(res *Result, pres *PublishResult, tres *TargetResult) {
 		}
 	}
 	end := pres.LastReply
+	held := res.Sent
 	if l.Ack == FireAndForget {
 		end = tres.Done
+		// What the target dropped it never held (a run that does not tolerate drops is invalid
+		// for them): the rate is what it held, from the first publish to the last held.
+		held = res.Sent - res.Dropped
+		if tres.DoneMono != 0 && pres.LastPublishMono != 0 {
+			res.Lag = time.Duration(tres.DoneMono - pres.LastPublishMono)
+		}
 	}
 	if end <= pres.Start || res.Sent == 0 {
 		res.invalid("no end of run measured")
@@ -262,8 +301,8 @@ func (r *Runner) figures(res *Result, pres *PublishResult, tres *TargetResult) {
 	}
 	res.Elapsed = time.Duration(end - pres.Start)
 	secs := res.Elapsed.Seconds()
-	res.MsgsPerSec = float64(res.Sent) / secs
-	res.MBPerSec = float64(pres.Sent.Bytes) / secs / 1e6
+	res.MsgsPerSec = float64(held) / secs
+	res.MBPerSec = float64(pres.Sent.Bytes) * (float64(held) / float64(res.Sent)) / secs / 1e6
 	if pres.Flushed > pres.Start {
 		res.PublishPerSec = float64(pres.Published) / time.Duration(pres.Flushed-pres.Start).Seconds()
 	}

@@ -54,14 +54,20 @@ type TargetReport struct {
 	Start     int64  `json:"start,omitempty"`
 	// Engine is set for an engine target.
 	Engine *EngineReport `json:"engine,omitempty"`
+	// Dropped counts the messages the target's NATS client dropped past its pending limits
+	// (for a target that counts them: Scenario.CountsDrops).
+	Dropped int64 `json:"dropped,omitempty"`
 }
 
 // VerifyInput is what a scenario's Verify checks, in the parent, after both children exited.
 type VerifyInput struct {
 	Run Run
 	Dir string
-	// Sent is the publishers' tally (what they claim to have sent, a skipped message included).
+	// Sent is the publishers' tally (what they claim to have sent, a skipped message included);
+	// SentBy the messages each publisher claims, by its index (message i of publisher p, for i
+	// below SentBy[p], has sequence number seqOf(p, i)).
 	Sent   Tally
+	SentBy []int64
 	Target TargetReport
 }
 
@@ -87,6 +93,9 @@ type Scenario struct {
 	CeilingFor AckMode
 	// Engine marks targets that report engine stats (syncs per message).
 	Engine bool
+	// CountsDrops marks targets that report what their NATS client dropped
+	// (TargetReport.Dropped), whose fire-and-forget runs may tolerate drops (Run.TolerateDrops).
+	CountsDrops bool
 	// SelfLoaded marks a scenario that makes its own load (the disk ceiling): no publisher
 	// process runs, the target produces it in Await and reports it as TargetReport.Generated.
 	SelfLoaded bool
@@ -122,31 +131,61 @@ func ScenarioNames() []string {
 	return names
 }
 
-// checkReceived is Verify for targets that count what they receive (the ceilings).
+// checkReceived is Verify for targets that count what they receive (the ceilings). What the
+// target dropped makes the run invalid unless the run tolerates drops: then it must have
+// received the rest, no more and no less. (A ceiling keeps no set of what it received, only
+// its tally, so with drops only the count is checked; with none, the tally.)
 func checkReceived(_ context.Context, in VerifyInput) (Tally, []string) {
 	if in.Target.Received == nil {
 		return Tally{}, []string{"the target reported no tally"}
 	}
-	got := *in.Target.Received
+	got, dropped := *in.Target.Received, in.Target.Dropped
+	switch {
+	case dropped > 0 && !in.Run.TolerateDrops:
+		return got, []string{fmt.Sprintf("nats.go dropped %d messages (slow consumer)", dropped)}
+	case dropped > 0:
+		if want := in.Sent.Count - dropped; got.Count != want {
+			return got, []string{fmt.Sprintf("received %d messages: %d sent less %d dropped is %d, %s",
+				got.Count, in.Sent.Count, dropped, want, uncounted(want-got.Count))}
+		}
+		return got, nil
+	}
 	if d := in.Sent.Diff(got); d != "" {
 		return got, []string{"received: " + d}
 	}
 	return got, nil
 }
 
+// uncounted says what a difference between what should be held (sent less dropped) and what is
+// held means.
+func uncounted(n int64) string {
+	if n > 0 {
+		return fmt.Sprintf("%d lost without being counted as dropped", n)
+	}
+	return fmt.Sprintf("%d more than that (drops over-counted, or messages held twice)", -n)
+}
+
 // progress is how many messages a target holds and when the last one came, with a wake-up for
 // Await once a wanted count is reached. The target calls set as it takes messages; nothing
-// polls the count except Await's stall check.
+// polls the count except Await's stall check (and, when drops counts, its check of the drops).
 type progress struct {
 	n    atomic.Int64
-	last atomic.Int64 // unix nanoseconds of the last set that raised n
+	last atomic.Int64 // of the last set that raised n: nanoseconds since epoch (monotonic)
 	// busy counts work a target did that does not raise n yet (an engine dispatching a
 	// backlog): the stall check takes it as progress.
 	busy atomic.Int64
 	want atomic.Int64
 	once sync.Once
 	done chan struct{}
+	// drops, when set, counts the messages the target's client dropped (nats.go's pending
+	// limits): a dropped message is never held, so Await is done once held and dropped reach
+	// the count. nats.go signals no event per drop, so Await polls it (dropsPoll).
+	drops func() int64
 }
+
+// dropsPoll is how often Await reads the drop count. Only the wall time of a run with drops
+// depends on it, never a figure: the run ends at the last message held, whenever the poll sees it.
+const dropsPoll = 5 * time.Millisecond
 
 func newProgress() *progress {
 	p := &progress{done: make(chan struct{})}
@@ -159,14 +198,18 @@ func (p *progress) set(n int64, now time.Time) {
 	if n <= p.n.Load() {
 		return
 	}
-	p.last.Store(now.UnixNano()) // before n: whoever sees n sees its time
+	p.last.Store(int64(now.Sub(epoch))) // before n: whoever sees n sees its time
 	p.n.Store(n)
 	if n >= p.want.Load() {
 		p.once.Do(func() { close(p.done) })
 	}
 }
 
-// await waits for n messages; see Target.Await.
+// lastTime is the time of the last set that raised n, with Go's monotonic reading (monoNanos
+// takes it to the machine's clock).
+func (p *progress) lastTime() time.Time { return epoch.Add(time.Duration(p.last.Load())) }
+
+// await waits for n messages held (or, with drops, held or dropped); see Target.Await.
 func (p *progress) await(ctx context.Context, n int64, stall time.Duration) (time.Time, error) {
 	p.want.Store(n)
 	if p.n.Load() >= n {
@@ -174,18 +217,29 @@ func (p *progress) await(ctx context.Context, n int64, stall time.Duration) (tim
 	}
 	tick := time.NewTicker(max(stall/8, time.Millisecond))
 	defer tick.Stop()
-	seen, busy, since := p.n.Load(), p.busy.Load(), time.Now()
+	var poll <-chan time.Time
+	dropped := func() int64 { return 0 }
+	if p.drops != nil {
+		t := time.NewTicker(dropsPoll)
+		defer t.Stop()
+		poll, dropped = t.C, p.drops
+	}
+	seen, busy, drops, since := p.n.Load(), p.busy.Load(), dropped(), time.Now()
 	for {
 		select {
 		case <-p.done:
-			return time.Unix(0, p.last.Load()), nil
+			return p.lastTime(), nil
+		case <-poll:
+			if held, d := p.n.Load(), dropped(); held+d >= n && held > 0 {
+				return p.lastTime(), nil
+			}
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("holds %d of %d messages: %w", p.n.Load(), n, ctx.Err())
+			return time.Time{}, fmt.Errorf("holds %d of %d messages, %d dropped: %w", p.n.Load(), n, dropped(), ctx.Err())
 		case now := <-tick.C:
-			if cur, b := p.n.Load(), p.busy.Load(); cur != seen || b != busy {
-				seen, busy, since = cur, b, now
+			if cur, b, d := p.n.Load(), p.busy.Load(), dropped(); cur != seen || b != busy || d != drops {
+				seen, busy, drops, since = cur, b, d, now
 			} else if now.Sub(since) >= stall {
-				return time.Time{}, fmt.Errorf("holds %d of %d messages, no progress for %s", cur, n, stall)
+				return time.Time{}, fmt.Errorf("holds %d of %d messages, %d dropped, no progress for %s", cur, n, d, stall)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package benchmarks
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -161,6 +162,10 @@ type Fault struct {
 	// it (no count, no reply), kafka-style does not write it (but replies), JetStream deletes
 	// the n-th stored message before it stops, the disk ceiling does not write its n-th batch.
 	TargetDrop int64 `json:"target_drop,omitempty"`
+	// TargetDropCounted makes ceiling-subscriber lose the n-th message it receives (from 1) and
+	// count it as dropped, as nats.go counts what it drops past the pending limits: a loss the
+	// target owns up to, which a run that tolerates drops reports rather than fails on.
+	TargetDropCounted int64 `json:"target_drop_counted,omitempty"`
 }
 
 // Run is one measurement: a scenario's target under a load.
@@ -177,6 +182,20 @@ type Run struct {
 	// RateFraction of the messages per second that run measured (it must have been valid).
 	RateOf       string  `json:"rate_of,omitempty"`
 	RateFraction float64 `json:"rate_fraction,omitempty"`
+	// RateOfMedian, instead of RateOf, names several earlier runs (the rounds of a ceiling): the
+	// publishers are limited to RateFraction of the median of their rates (of the valid ones;
+	// at least one must be).
+	RateOfMedian []string `json:"rate_of_median,omitempty"`
+	// Round numbers the run within a series of interleaved rounds of the same run (from 1; 0:
+	// not a round). Its ID is the series' with "#<round>" appended; the report adds each
+	// series' medians (RoundSeries).
+	Round int `json:"round,omitempty"`
+	// TolerateDrops makes the messages the target's NATS client dropped (past its pending
+	// limits, in a fire-and-forget run of a target that counts its drops: Scenario.CountsDrops)
+	// a figure of the run instead of a reason it is invalid. The run is valid if the target
+	// holds exactly the messages sent less those it says it dropped, each once, and nothing
+	// else; its rate is what it held over the elapsed time.
+	TolerateDrops bool `json:"tolerate_drops,omitempty"`
 	// Timeout is the deadline of the whole run, start-up and verification included (default:
 	// 60 s plus three times the load's duration).
 	Timeout time.Duration `json:"timeout,omitempty"`
@@ -212,8 +231,33 @@ func (r Run) Validate() error {
 	if !sc.supports(r.Load.Ack) {
 		return fmt.Errorf("run %s: scenario %s does not take ack mode %q", r.ID, r.Scenario, r.Load.Ack)
 	}
-	if r.RateOf != "" && (r.RateFraction <= 0 || r.RateFraction > 1) {
-		return fmt.Errorf("run %s: rate fraction %g of %s: want (0, 1]", r.ID, r.RateFraction, r.RateOf)
+	if src := r.rateSources(); len(src) > 0 && (r.RateFraction <= 0 || r.RateFraction > 1) {
+		return fmt.Errorf("run %s: rate fraction %g of %v: want (0, 1]", r.ID, r.RateFraction, src)
+	}
+	if r.RateOf != "" && len(r.RateOfMedian) > 0 {
+		return fmt.Errorf("run %s: its rate comes from %s or from the median of %v, not both", r.ID, r.RateOf, r.RateOfMedian)
+	}
+	if r.TolerateDrops && (!sc.CountsDrops || r.Load.Ack != FireAndForget) {
+		return fmt.Errorf("run %s: drops are tolerated only in %s runs of a target that counts them", r.ID, modeName(FireAndForget))
+	}
+	if r.Round < 0 || (r.Round > 0 && !strings.HasSuffix(r.ID, fmt.Sprintf("#%d", r.Round))) {
+		return fmt.Errorf("run %s: round %d: the id of a round ends in #<round>", r.ID, r.Round)
 	}
 	return nil
+}
+
+// rateSources names the runs r takes its rate from (none: r sets its own).
+func (r Run) rateSources() []string {
+	if r.RateOf != "" {
+		return []string{r.RateOf}
+	}
+	return r.RateOfMedian
+}
+
+// Series is the ID of the series r is a round of (r's ID without "#<round>"), or r's ID.
+func (r Run) Series() string {
+	if r.Round > 0 {
+		return strings.TrimSuffix(r.ID, fmt.Sprintf("#%d", r.Round))
+	}
+	return r.ID
 }
