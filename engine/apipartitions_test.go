@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -38,14 +39,14 @@ func TestPartitionEmptyQueues(t *testing.T) {
 	nc := connect(t, s, "client")
 	ctx, cancel := context.WithTimeout(context.Background(), serveTimeout)
 	defer cancel()
-	publish := func(p, i int) ingress.Ack {
+	publish := func(p, i int) wire.Ack {
 		t.Helper()
 		m := partMsg(0, i, keyIn(t, p))
 		reply, err := nc.RequestMsgWithContext(ctx, m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := ingress.ParseReply(reply.Data)
+		a, err := wire.ParseReply(reply.Data)
 		if err != nil || int(a.QueueID) != p {
 			t.Fatalf("message %d to partition %d: %+v, %v", i, p, a, err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/internal/verify"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -41,7 +42,7 @@ func TestPartitionHandoff(t *testing.T) {
 			parts[n] = ingress.PartitionOf(key, partCount)
 		}
 		for i, r := range publishPipelined(t, pub, msgs) {
-			if _, err := ingress.ParseReply(r.Data); err != nil {
+			if _, err := wire.ParseReply(r.Data); err != nil {
 				t.Fatalf("message %d: %v", from+i, err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/natstest"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -74,7 +75,7 @@ func TestPartitionsOverLeafnode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := ingress.ParseReply(r.Data)
+		a, err := wire.ParseReply(r.Data)
 		if err != nil || int(a.QueueID) != ingress.PartitionOf(key, partCount) || a.Topic != "orders" {
 			t.Fatalf("key %s: %+v, %v", key, a, err)
 		}

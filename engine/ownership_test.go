@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rocketstore/engine/internal/natstest"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -56,7 +57,7 @@ func TestOwnershipBucket(t *testing.T) {
 			msgs = append(msgs, partMsg(0, n, key))
 		}
 		for i, r := range publishPipelined(t, nc, msgs) {
-			if _, err := ingress.ParseReply(r.Data); err != nil {
+			if _, err := wire.ParseReply(r.Data); err != nil {
 				t.Fatalf("message %d: %v", from+i, err)
 			}
 		}

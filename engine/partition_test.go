@@ -15,6 +15,7 @@ import (
 
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/internal/natstest"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -213,7 +214,7 @@ func TestPartitionedIngestCluster(t *testing.T) {
 			msgs[n] = partMsg(p, n, fmt.Sprintf("k%d", (n*7+p)%keys))
 		}
 		for i, r := range publishPipelined(t, nc, msgs) {
-			if a, err := ingress.ParseReply(r.Data); err != nil || a.Topic != "orders" {
+			if a, err := wire.ParseReply(r.Data); err != nil || a.Topic != "orders" {
 				t.Fatalf("publisher %d message %d: %+v, %v", p, i, a, err)
 			}
 		}
@@ -282,7 +283,7 @@ func TestPartitionedIngestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a, err := ingress.ParseReply(r.Data); err != nil || a.QueueID != int32(p2) {
+		if a, err := wire.ParseReply(r.Data); err != nil || a.QueueID != int32(p2) {
 			t.Fatalf("retry: %+v, %v", a, err)
 		}
 	}
@@ -323,7 +324,7 @@ func TestPartitionSubscriptions(t *testing.T) {
 		case err != nil:
 			t.Fatalf("%s: %v", c.subject, err)
 		}
-		a, err := ingress.ParseReply(r.Data)
+		a, err := wire.ParseReply(r.Data)
 		if err != nil || a.QueueID != 1 {
 			t.Errorf("%s: %+v, %v", c.subject, a, err)
 		}
@@ -504,7 +505,7 @@ func TestPartitionedReads(t *testing.T) {
 // requestRetrying sends m until an engine acks it: a request that finds no responder (the
 // partition's engine is reconnecting) or gets no reply in time (lost with a server) is sent again
 // with the same Nats-Msg-Id, a few milliseconds later, at most for serveTimeout.
-func requestRetrying(t *testing.T, nc *nats.Conn, m *nats.Msg) ingress.Ack {
+func requestRetrying(t *testing.T, nc *nats.Conn, m *nats.Msg) wire.Ack {
 	t.Helper()
 	deadline := time.Now().Add(serveTimeout)
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -512,7 +513,7 @@ func requestRetrying(t *testing.T, nc *nats.Conn, m *nats.Msg) ingress.Ack {
 	for {
 		r, err := nc.RequestMsg(m, time.Second)
 		if err == nil {
-			a, err := ingress.ParseReply(r.Data)
+			a, err := wire.ParseReply(r.Data)
 			if err != nil {
 				t.Fatalf("%s: %v", m.Header.Get(nats.MsgIdHdr), err)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -95,7 +96,7 @@ func TestReadPartitionsEmptyEngines(t *testing.T) {
 	}
 	defer nc.Close()
 	keys := []string{keyOfPartition(t, 3), keyOfPartition(t, 9), keyOfPartition(t, 20)} // engine 1's
-	var acks []ingress.Ack
+	var acks []wire.Ack
 	for i := range 30 {
 		m := nats.NewMsg("orders." + keys[i%3])
 		m.Data = []byte(strconv.Itoa(i))
@@ -104,13 +105,13 @@ func TestReadPartitionsEmptyEngines(t *testing.T) {
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
-		a, err := ingress.ParseReply(reply.Data)
+		a, err := wire.ParseReply(reply.Data)
 		if err != nil || a.Topic != "orders" {
 			t.Fatalf("message %d: %+v, %v", i, a, err)
 		}
 		acks = append(acks, a)
 	}
-	held := map[int32][]ingress.Ack{}
+	held := map[int32][]wire.Ack{}
 	for _, a := range acks {
 		held[a.QueueID] = append(held[a.QueueID], a)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -21,5 +22,13 @@ func TestPartitionOfAgrees(t *testing.T) {
 	}
 	if got := api.PartitionSubject("", 7, api.EndpointGet); got != "$RS.API.p.7.get" {
 		t.Fatalf("subject %q", got)
+	}
+}
+
+// TestPublishingCodes: the codes the read API and publishing share are the same numbers.
+func TestPublishingCodes(t *testing.T) {
+	if api.CodeInternal != wire.CodeInternal || api.CodeUnavailable != wire.CodeUnavailable || api.CodeBadRequest != api.CodeInvalid {
+		t.Fatalf("read API codes %d/%d/%d, publishing %d/%d/%d", api.CodeInternal, api.CodeUnavailable, api.CodeBadRequest,
+			wire.CodeInternal, wire.CodeUnavailable, api.CodeInvalid)
 	}
 }

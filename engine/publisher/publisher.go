@@ -11,15 +11,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // MaxWindow bounds Options.Window: the publisher keeps a ring of Window pointers, and the engine
 // tracks far fewer sequences ahead of a stream's cumulative ack (65,536 by default).
 const MaxWindow = 1 << 24
-
-// MaxSeq is the last sequence of a stream (the engine takes 1 to 2^63-1). A publisher that has
-// numbered it refuses every further Publish with ErrStreamExhausted.
-const MaxSeq = 1<<63 - 1
 
 // Defaults of Options.
 const (
@@ -154,7 +152,7 @@ type Publisher struct {
 	lingerFrom instant
 	packCount  [1]string // the Rs-Pack value of the pack being sent
 	packBody   []byte    // the body of the pack being sent, reused
-	ack        wireAck
+	ack        wire.BatchAck
 	answered   []*Future // resolved by the current call, for OnResult outside the lock
 }
 
@@ -166,7 +164,7 @@ func New(nc *nats.Conn, opts Options) (*Publisher, error) {
 		_, _ = rand.Read(b[:])
 		opts.StreamID = base64.RawURLEncoding.EncodeToString(b[:])
 	}
-	if !validStreamID(opts.StreamID) {
+	if !wire.ValidStreamID(opts.StreamID) {
 		return nil, fmt.Errorf("publisher: stream id %q: want 1 to %d bytes of [A-Za-z0-9_-]", opts.StreamID, MaxStreamID)
 	}
 	if opts.AckSubject == "" {
@@ -253,8 +251,8 @@ func (p *Publisher) PublishMsg(ctx context.Context, m *nats.Msg) (*Future, error
 	if p.nc.IsClosed() {
 		return nil, nats.ErrConnectionClosed
 	}
-	if err := checkHeader(m.Header); err != nil {
-		return nil, err
+	if err := wire.CheckHeader(m.Header); err != nil {
+		return nil, fmt.Errorf("publisher: %w", err)
 	}
 	p.mu.Lock()
 	for p.next-1-p.floor+uint64(p.unsent) >= p.window {
@@ -321,7 +319,7 @@ func (p *Publisher) sendLocked(f *Future, resend bool, now instant) {
 	for k, v := range f.header {
 		h[k] = v
 	}
-	p.hdrBuf = appendSeqHeader(p.hdrBuf[:0], p.stream, f.seq, p.floor, resend)
+	p.hdrBuf = wire.AppendSeqHeader(p.hdrBuf[:0], p.stream, f.seq, p.floor, resend)
 	p.seqValue[0] = string(p.hdrBuf)
 	h[HeaderSeq] = p.seqValue[:]
 	p.msg = nats.Msg{Subject: f.subject, Reply: p.ackSubject, Header: h, Data: f.data}
@@ -428,9 +426,9 @@ func (p *Publisher) takeAnswered() []*Future {
 // onAck handles one ack (nats.go's goroutine of the ack subscription).
 func (p *Publisher) onAck(m *nats.Msg) {
 	p.mu.Lock()
-	err := parseAck(m.Data, &p.ack)
+	err := wire.DecodeBatchAck(m.Data, &p.ack)
 	if err != nil {
-		if errors.Is(err, errPlainReply) {
+		if errors.Is(err, wire.ErrPlainReply) {
 			p.breakLocked(fmt.Errorf("publisher: %w", err))
 		}
 		// Anything else on the inbox is not ours to act on.
@@ -445,7 +443,7 @@ func (p *Publisher) onAck(m *nats.Msg) {
 
 // applyLocked applies an ack: positions, refusals, missing sequences, the cumulative ack and a
 // stream error. p.mu must be held.
-func (p *Publisher) applyLocked(a *wireAck, now instant) {
+func (p *Publisher) applyLocked(a *wire.BatchAck, now instant) {
 	// Copies stored first, then duplicates: a message and a copy of it answered in one ack (a
 	// resend that overtook its original) is acked as stored, not as a duplicate.
 	for _, dup := range [2]bool{false, true} {
@@ -503,7 +501,7 @@ func (p *Publisher) applyLocked(a *wireAck, now instant) {
 // ackRunLocked acks the open futures of a run of stored messages. p.mu must be held. Only the
 // run's sequences in (floor, next) are visited: an ack's count and step come from the network,
 // and seq+k*step past 2^64 would wrap back into the window.
-func (p *Publisher) ackRunLocked(r *wireStored, now instant) {
+func (p *Publisher) ackRunLocked(r *wire.StoredRun, now instant) {
 	step := max(r.Step, 1)
 	if r.Count == 0 || r.Seq >= p.next {
 		return

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -86,7 +87,7 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 // straight into the JSON so that no string is made for it.
 func appendRecordAck(dst []byte, r *stages.Record, storeHost netip.AddrPort) []byte {
 	var id [commitlog.OffsetMsgIDLenV6]byte
-	a := Ack{
+	a := wire.Ack{
 		Topic:           r.Topic,
 		QueueID:         r.QueueID,
 		QueueOffset:     r.QueueOffset,
@@ -94,7 +95,7 @@ func appendRecordAck(dst []byte, r *stages.Record, storeHost netip.AddrPort) []b
 		StoreTimestamp:  r.StoreTimestamp,
 		Duplicate:       r.Duplicate,
 	}
-	return appendAck(dst, &a, commitlog.AppendOffsetMsgID(id[:0], storeHost, r.PhysOffset))
+	return wire.AppendAckID(dst, &a, commitlog.AppendOffsetMsgID(id[:0], storeHost, r.PhysOffset))
 }
 
 // reject answers a message ingress refused and counts it; it never reaches Out.
@@ -114,11 +115,11 @@ func (in *Ingress) noteReject(subject string, err error) int {
 	code := ReplyCode(err)
 	in.counters.rejected[codeIndex(code)].Add(1)
 	if ev := in.log.Debug(); ev != nil {
-		ev.Str("error", clip(err.Error(), maxDescription)).Int("code", code).Str("subject", clip(subject, 256)).
+		ev.Str("error", clip(err.Error(), wire.MaxDescription)).Int("code", code).Str("subject", clip(subject, 256)).
 			Msg("ingress: message rejected")
 	}
 	if ok, held := in.rejectLog.allow(time.Now()); ok {
-		in.log.Warn().Str("error", clip(err.Error(), maxDescription)).Int("code", code).
+		in.log.Warn().Str("error", clip(err.Error(), wire.MaxDescription)).Int("code", code).
 			Str("subject", clip(subject, 256)).Int64("more", held).
 			Msg("ingress: message rejected")
 	}
@@ -134,11 +135,6 @@ func clip(s string, n int) string {
 	return s
 }
 
-// maxDescription bounds the description of an error reply: errors quote the offending input,
-// which can be a header value as large as a payload, and a reply larger than the server's max
-// payload could not be sent at all.
-const maxDescription = 1024
-
 // replyError publishes an error reply, if there is a reply subject and replies are on.
 func (in *Ingress) replyError(reply string, code int, description string) {
 	// From a JetStream source the reply subject is the stream's ack subject: a message left
@@ -146,12 +142,12 @@ func (in *Ingress) replyError(reply string, code int, description string) {
 	if reply == "" || in.cfg.NoReply || in.js != nil {
 		return
 	}
-	if len(description) > maxDescription {
+	if len(description) > wire.MaxDescription {
 		// A rune cut in two is written as U+FFFD by the JSON encoder.
-		description = description[:maxDescription] + "..."
+		description = description[:wire.MaxDescription] + "..."
 	}
 	bufp := in.replyBufs.Get().(*[]byte)
-	buf := AppendErrorReply((*bufp)[:0], code, description)
+	buf := wire.AppendErrorReply((*bufp)[:0], code, description)
 	in.publishReply(reply, buf, &in.counters.errReplies)
 	*bufp = buf[:0]
 	in.replyBufs.Put(bufp)

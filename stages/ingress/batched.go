@@ -3,42 +3,21 @@ package ingress
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/wire"
 )
 
-// Batched acks (docs/BATCHED-ACKS.md). A publisher opts in per message with one header,
-//
-//	Rs-Seq: <stream> <seq> <acked>[ r]
-//
-// and makes the message's reply subject its stream's ack subject. Such a message gets no reply of
-// its own: the tracker (tracker.go) sends each stream at most one cumulative ack per tracker round
-// (in practice one per group-commit round in sync mode, per append round in async mode): "every
-// sequence up to N is stored", the positions of what was stored since the last ack, the sequences
-// refused with their codes, and the sequences that never reached the engine ("missing").
-//
-//   - stream: the publisher's stream id, 1 to 64 bytes of [A-Za-z0-9_-].
-//   - seq: the message's sequence number in its stream, 1 to 2^63-1; the publisher numbers its
-//     messages 1, 2, 3... in publish order, over one connection.
-//   - acked: the publisher's floor: every sequence up to it has been answered to the publisher
-//     (stored or refused), 0 <= acked < seq. The engine needs no memory of a stream below it, which
-//     is what lets it rebuild a stream's state after a restart or an eviction from the messages
-//     alone.
-//   - r: the message is a resend. A resend is looked up in the store (Config.Batched.Lookup, the
-//     IndexFile) before it is appended, so that a resend of a message stored before a restart, or
-//     longer ago than the dedupe window, is not stored again.
-//
-// The message's id (UNIQ_KEY, and the dedupe key) is its Nats-Msg-Id when it has one, else
-// "<stream>:<seq>". The header itself is not stored.
-
-// HeaderSeq is the batched-ack header (see above).
-const HeaderSeq = "Rs-Seq"
-
-// MaxStreamID bounds a stream id's length.
-const MaxStreamID = 64
+// Batched acks (docs/BATCHED-ACKS.md, and internal/wire for the header): a message with the
+// Rs-Seq header gets no reply of its own: the tracker (tracker.go) sends each stream at most one
+// cumulative ack per tracker round (in practice one per group-commit round in sync mode, per
+// append round in async mode): "every sequence up to N is stored", the positions of what was
+// stored since the last ack, the sequences refused with their codes, and the sequences that
+// never reached the engine ("missing"). A resend is looked up in the store
+// (Config.Batched.Lookup, the IndexFile) before it is appended, so that a resend of a message
+// stored before a restart, or longer ago than the dedupe window, is not stored again.
 
 // Defaults of BatchedConfig.
 const (
@@ -53,7 +32,7 @@ const (
 // (turned off, or a queue group, which splits a stream between engines). It is refused (400, it
 // wraps ErrInvalidHeader) on the reply subject, so that the publisher learns it at once instead
 // of by a timeout.
-var ErrBatchedOff = fmt.Errorf("%w: batched acks (%s) are off in this engine", ErrInvalidHeader, HeaderSeq)
+var ErrBatchedOff = fmt.Errorf("%w: batched acks (%s) are off in this engine", ErrInvalidHeader, wire.HeaderSeq)
 
 // BatchedConfig turns batched acks on (Config.Batched). The zero value of every field has a
 // default.
@@ -125,88 +104,20 @@ type StoredAt struct {
 	StoreTimestamp int64
 }
 
-// seqHeader is a parsed Rs-Seq header.
-type seqHeader struct {
-	stream string
-	seq    uint64
-	acked  uint64
-	resend bool
-}
-
-// parseSeqHeader parses the value of an Rs-Seq header (see the top of this file).
-func parseSeqHeader(vals []string) (seqHeader, error) {
-	var h seqHeader
-	if len(vals) != 1 {
-		return h, fmt.Errorf("%w: %s has %d values; a message has one", ErrInvalidHeader, HeaderSeq, len(vals))
+// parseSeqHeader parses the values of an Rs-Seq header (wire.ParseSeqHeader); the error wraps
+// ErrInvalidHeader.
+func parseSeqHeader(vals []string) (wire.SeqHeader, error) {
+	sh, err := wire.ParseSeqHeader(vals)
+	if err != nil {
+		return sh, fmt.Errorf("%w: %w", ErrInvalidHeader, err)
 	}
-	v := vals[0]
-	bad := func(why string) (seqHeader, error) {
-		if len(v) > 100 {
-			v = v[:100] + "..."
-		}
-		return seqHeader{}, fmt.Errorf("%w: %s %q: %s (want \"<stream> <seq> <acked>[ r]\")", ErrInvalidHeader, HeaderSeq, v, why)
-	}
-	var f [4]string // no strings.Split: this runs once per message
-	n, rest := 0, v
-	for ; n < len(f) && rest != ""; n++ {
-		f[n], rest, _ = strings.Cut(rest, " ")
-	}
-	if rest != "" || n < 3 || (n == 4 && f[3] == "") {
-		return bad("not 3 or 4 space-separated fields")
-	}
-	if !validStreamID(f[0]) {
-		return bad(fmt.Sprintf("the stream id must be 1 to %d bytes of [A-Za-z0-9_-]", MaxStreamID))
-	}
-	seq, err := parseSeqNum(f[1])
-	if err != nil || seq == 0 {
-		return bad("the sequence must be a decimal number from 1 to 2^63-1")
-	}
-	acked, err := parseSeqNum(f[2])
-	if err != nil || acked >= seq {
-		return bad("the acked floor must be a decimal number below the sequence")
-	}
-	if n == 4 && f[3] != "r" {
-		return bad(`the fourth field, when present, must be "r"`)
-	}
-	return seqHeader{stream: f[0], seq: seq, acked: acked, resend: n == 4}, nil
-}
-
-func parseSeqNum(s string) (uint64, error) {
-	if s == "" || s[0] < '0' || s[0] > '9' {
-		return 0, strconv.ErrSyntax
-	}
-	n, err := strconv.ParseUint(s, 10, 63)
-	return n, err
-}
-
-func validStreamID(s string) bool {
-	if len(s) == 0 || len(s) > MaxStreamID {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-// derivedMsgID is the id of a batched message without a Nats-Msg-Id.
-func derivedMsgID(stream string, seq uint64) string {
-	return string(appendDerivedMsgID(make([]byte, 0, len(stream)+21), stream, seq))
-}
-
-func appendDerivedMsgID(dst []byte, stream string, seq uint64) []byte {
-	dst = append(dst, stream...)
-	dst = append(dst, ':')
-	return strconv.AppendUint(dst, seq, 10)
+	return sh, nil
 }
 
 // seqMeta rides in Record.Ctx of a batched record, from the worker to the tracker. The worker
 // allocates the metas of a batch in one slice.
 type seqMeta struct {
-	seqHeader
+	wire.SeqHeader
 	ackTo string // the reply subject: the stream's ack subject
 	// rejected says ingress refused the message itself (it is already counted as rejected).
 	rejected bool
@@ -246,5 +157,5 @@ func batchedHeader(m *nats.Msg) []string {
 	if m.Header == nil {
 		return nil
 	}
-	return m.Header[HeaderSeq]
+	return m.Header[wire.HeaderSeq]
 }

@@ -11,35 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 )
-
-func TestParseSeqHeader(t *testing.T) {
-	good := []struct {
-		in   string
-		want seqHeader
-	}{
-		{"abc 1 0", seqHeader{stream: "abc", seq: 1}},
-		{"A-z_9 42 41 r", seqHeader{stream: "A-z_9", seq: 42, acked: 41, resend: true}},
-		{strings.Repeat("s", 64) + " 9223372036854775807 5", seqHeader{stream: strings.Repeat("s", 64), seq: 1<<63 - 1, acked: 5}},
-	}
-	for _, c := range good {
-		got, err := parseSeqHeader([]string{c.in})
-		if err != nil || got != c.want {
-			t.Errorf("%q: %+v, %v; want %+v", c.in, got, err, c.want)
-		}
-	}
-	for _, bad := range []string{
-		"", "abc", "abc 1", "abc 0 0", "abc 1 1", "abc 2 3", "abc 1 0 x", "abc 1 0 r r", "a.b 1 0",
-		strings.Repeat("s", 65) + " 1 0", "abc +1 0", "abc 1 -0", "abc 9223372036854775808 0", "abc  1 0",
-	} {
-		if _, err := parseSeqHeader([]string{bad}); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	if _, err := parseSeqHeader([]string{"a 1 0", "a 2 0"}); err == nil {
-		t.Error("two values accepted")
-	}
-}
 
 func TestSeqSet(t *testing.T) {
 	s := seqSet{base: 0, max: 256}
@@ -93,10 +66,10 @@ func TestStreamState(t *testing.T) {
 		t.Fatalf("through %d after 1..4", s.through)
 	}
 	// Runs: queue 0 got 2 and 4 at offsets 1, 2 (step 2); queue 1 got 3, 1 at 1, 0 (not a run).
-	want := []storedRun{
-		{topic: "t", queueID: 0, queueOffset: 1, seq: 2, step: 2, count: 2},
-		{topic: "t", queueID: 1, queueOffset: 1, seq: 3, step: 1, count: 1},
-		{topic: "t", queueID: 1, queueOffset: 0, seq: 1, step: 1, count: 1},
+	want := []wire.StoredRun{
+		{Topic: "t", QueueID: 0, QueueOffset: 1, Seq: 2, Step: 2, Count: 2},
+		{Topic: "t", QueueID: 1, QueueOffset: 1, Seq: 3, Step: 1, Count: 1},
+		{Topic: "t", QueueID: 1, QueueOffset: 0, Seq: 1, Step: 1, Count: 1},
 	}
 	if !slices.Equal(s.runs, want) {
 		t.Fatalf("runs %+v\nwant %+v", s.runs, want)
@@ -104,7 +77,7 @@ func TestStreamState(t *testing.T) {
 	s.sent()
 
 	// 5 refused, 6 stored, 8 stored: through stops at 4 (5 refused, 7 unseen).
-	s.refuse(5, CodeTooLarge, "big")
+	s.refuse(5, wire.CodeTooLarge, "big")
 	store(6, 8)
 	if s.through != 4 || !s.undecided() {
 		t.Fatalf("through %d, undecided %v", s.through, s.undecided())
@@ -131,7 +104,7 @@ func TestStreamState(t *testing.T) {
 	// A resend of 5 that is stored after all: answered, through unchanged.
 	s.sent()
 	store(5)
-	if s.through != 8 || len(s.runs) != 1 || s.runs[0].seq != 5 {
+	if s.through != 8 || len(s.runs) != 1 || s.runs[0].Seq != 5 {
 		t.Fatalf("through %d, runs %+v", s.through, s.runs)
 	}
 	// Far ahead of MaxAhead: answered by position, not tracked.
@@ -203,7 +176,7 @@ func (b *batchedHarness) send(stream string, seq, acked uint64, subject string, 
 	for k, v := range hdr {
 		m.Header[k] = v
 	}
-	m.Header.Set(HeaderSeq, fmt.Sprintf("%s %d %d", stream, seq, acked))
+	m.Header.Set(wire.HeaderSeq, fmt.Sprintf("%s %d %d", stream, seq, acked))
 	m.Reply = b.inbox + "." + stream
 	m.Data = fmt.Appendf(nil, "%s-%d", stream, seq)
 	if err := b.pub.PublishMsg(m); err != nil {
@@ -212,13 +185,13 @@ func (b *batchedHarness) send(stream string, seq, acked uint64, subject string, 
 }
 
 // next waits for the next ack.
-func (b *batchedHarness) next() BatchAck {
+func (b *batchedHarness) next() wire.BatchAck {
 	b.t.Helper()
 	m, err := b.acks.NextMsg(waitTimeout)
 	if err != nil {
 		b.t.Fatalf("waiting for an ack: %v", err)
 	}
-	a, err := ParseBatchAck(m.Data)
+	a, err := wire.ParseBatchAck(m.Data)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -226,7 +199,7 @@ func (b *batchedHarness) next() BatchAck {
 }
 
 // until collects acks of stream until one has through >= want, merging what they say.
-func (b *batchedHarness) until(stream string, want uint64) (merged BatchAck) {
+func (b *batchedHarness) until(stream string, want uint64) (merged wire.BatchAck) {
 	b.t.Helper()
 	for merged.Through < want {
 		a := b.next()
@@ -241,7 +214,7 @@ func (b *batchedHarness) until(stream string, want uint64) (merged BatchAck) {
 	return merged
 }
 
-func storedSeqs(a BatchAck) []uint64 {
+func storedSeqs(a wire.BatchAck) []uint64 {
 	var out []uint64
 	for _, r := range a.Stored {
 		for k := range r.Count {
@@ -280,7 +253,7 @@ func TestBatchedAckRefusalAndMissing(t *testing.T) {
 			if !ok || rec.meta.QueueID != r.QueueID || rec.meta.QueueOffset != r.QueueOffset+int64(k) || rec.meta.Topic != r.Topic {
 				t.Fatalf("seq %d: ack %+v, stored %+v", seq, r, rec.meta)
 			}
-			if _, ok := commitlog.Properties(rec.rec.Properties).Get(HeaderSeq); ok {
+			if _, ok := commitlog.Properties(rec.rec.Properties).Get(wire.HeaderSeq); ok {
 				t.Fatal("the Rs-Seq header was stored")
 			}
 		}
@@ -290,7 +263,7 @@ func TestBatchedAckRefusalAndMissing(t *testing.T) {
 	b.send("A", 4, 3, "orders.a", nats.Header{"X-Bad": {"a\x01b"}})
 	b.send("A", 6, 3, "orders.a", nil)
 	b.send("A", 7, 3, "orders.a", nil)
-	var refused []RefusedRun
+	var refused []wire.RefusedRun
 	var missing [][2]uint64
 	var seen []uint64
 	for len(missing) == 0 {
@@ -302,7 +275,7 @@ func TestBatchedAckRefusalAndMissing(t *testing.T) {
 		missing = append(missing, a.Missing...)
 		seen = append(seen, storedSeqs(a)...)
 	}
-	if len(refused) != 1 || refused[0].Seq != 4 || refused[0].Count != 1 || refused[0].Code != CodeInvalid {
+	if len(refused) != 1 || refused[0].Seq != 4 || refused[0].Count != 1 || refused[0].Code != wire.CodeInvalid {
 		t.Fatalf("refused %+v", refused)
 	}
 	if !slices.Equal(missing, [][2]uint64{{5, 5}}) {
@@ -317,7 +290,7 @@ func TestBatchedAckRefusalAndMissing(t *testing.T) {
 		t.Fatalf("stored %v, ack %+v", seen, a)
 	}
 	st := b.in.Stats()
-	if st.Batched.Missing != 1 || st.Batched.Refused != 1 || st.Batched.Streams != 1 || st.Rejected[CodeInvalid] != 1 {
+	if st.Batched.Missing != 1 || st.Batched.Refused != 1 || st.Batched.Streams != 1 || st.Rejected[wire.CodeInvalid] != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -355,7 +328,7 @@ func TestBatchedIdleExpiry(t *testing.T) {
 func TestBatchedHeaderErrors(t *testing.T) {
 	b := newBatchedHarness(t, BatchedConfig{})
 	m := nats.NewMsg("orders.bad")
-	m.Header.Set(HeaderSeq, "stream.with.dots 1 0")
+	m.Header.Set(wire.HeaderSeq, "stream.with.dots 1 0")
 	if _, err := b.request(m); err == nil || !strings.Contains(err.Error(), "(400)") {
 		t.Fatalf("reply %v", err)
 	}
@@ -368,7 +341,7 @@ func TestBatchedHeaderErrors(t *testing.T) {
 func TestBatchedOff(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	m := nats.NewMsg("orders.off")
-	m.Header.Set(HeaderSeq, "s 1 0")
+	m.Header.Set(wire.HeaderSeq, "s 1 0")
 	if _, err := h.request(m); err == nil || !strings.Contains(err.Error(), "batched acks") {
 		t.Fatalf("reply %v", err)
 	}

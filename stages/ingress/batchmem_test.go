@@ -5,6 +5,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -45,7 +46,7 @@ func TestBatchMemReuse(t *testing.T) {
 // not before; and slices too large to keep are left to the collector.
 func TestPackEntriesReuse(t *testing.T) {
 	in := &Ingress{freeEntries: make(chan []nats.Msg, 2)}
-	entries, err := splitPack(in.packEntries(), appendPack(nil, packEntry{data: "a"},
+	entries, err := wire.SplitPack(in.packEntries(), appendPack(nil, packEntry{data: "a"},
 		packEntry{hdr: "NATS/1.0\r\nK: v\r\n\r\n", data: "b"}, packEntry{data: "c"}), 3, "s", "r")
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +69,7 @@ func TestPackEntriesReuse(t *testing.T) {
 		t.Fatalf("reused entries still hold messages: %+v", e)
 	}
 	// Reused memory splits like new memory: the entry without headers has none.
-	reused, err := splitPack(again, appendPack(nil, packEntry{data: "x"}, packEntry{data: "y"}), 2, "s", "r")
+	reused, err := wire.SplitPack(again, appendPack(nil, packEntry{data: "x"}, packEntry{data: "y"}), 2, "s", "r")
 	if err != nil || reused[1].Header != nil || string(reused[1].Data) != "y" {
 		t.Fatalf("split into reused memory: %+v, %v", reused, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -25,17 +26,8 @@ var (
 	ErrStopped = errors.New("ingress: stopped before the message was stored")
 )
 
-// Reply codes, HTTP-like, in error replies.
-const (
-	CodeInvalid     = 400 // invalid input: topic, subject, header, property
-	CodeTooLarge    = 413 // body (or the whole record) over the size limit
-	CodeInternal    = 500 // anything else
-	CodeUnavailable = 503 // store closed, not ready, writes refused, ingress stopped
-	CodeDiskFull    = 507 // the disk is full (ENOSPC)
-)
-
 // codes lists the reply codes in the order of Stats' per-code arrays.
-var codes = [...]int{CodeInvalid, CodeTooLarge, CodeInternal, CodeUnavailable, CodeDiskFull}
+var codes = [...]int{wire.CodeInvalid, wire.CodeTooLarge, wire.CodeInternal, wire.CodeUnavailable, wire.CodeDiskFull}
 
 // codeIndex is the index of code in codes.
 func codeIndex(code int) int {
@@ -44,7 +36,7 @@ func codeIndex(code int) int {
 			return i
 		}
 	}
-	return 2 // CodeInternal
+	return 2 // wire.CodeInternal
 }
 
 // ReplyCoder lets an error from any stage choose its reply code without that stage importing
@@ -66,7 +58,7 @@ type ReplyCoder interface {
 //   - 500: anything else, and nil (a reply for "no error" is a bug)
 func ReplyCode(err error) int {
 	if err == nil {
-		return CodeInternal
+		return wire.CodeInternal
 	}
 	if rc, ok := errors.AsType[ReplyCoder](err); ok {
 		return rc.ReplyCode()
@@ -75,15 +67,15 @@ func ReplyCode(err error) int {
 	case errors.Is(err, ErrInvalidSubject), errors.Is(err, ErrInvalidHeader),
 		errors.Is(err, commitlog.ErrInvalidTopic), errors.Is(err, commitlog.ErrInvalidProperty),
 		errors.Is(err, commitlog.ErrPropertiesTooLarge):
-		return CodeInvalid
+		return wire.CodeInvalid
 	case errors.Is(err, commitlog.ErrBodyTooLarge), errors.Is(err, commitlog.ErrRecordTooLarge),
 		errors.Is(err, commitlog.ErrTooLarge):
-		return CodeTooLarge
+		return wire.CodeTooLarge
 	case errors.Is(err, syscall.ENOSPC):
-		return CodeDiskFull
+		return wire.CodeDiskFull
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrStopped), errors.Is(err, stages.ErrClosed),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return CodeUnavailable
+		return wire.CodeUnavailable
 	}
-	return CodeInternal
+	return wire.CodeInternal
 }

@@ -83,7 +83,7 @@
 // # Replies
 //
 // A message with a reply subject gets one reply (unless Config.NoReply): after the store took it,
-// an Ack as JSON (see Ack and ParseReply), or an error as {"error":{"code":N,"description":"..."}}
+// an Ack as JSON (see Ack and wire.ParseReply), or an error as {"error":{"code":N,"description":"..."}}
 // with the codes of ReplyCode. Fire-and-forget publishers get nothing; core NATS is at-most-once
 // before the message reaches us.
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -82,8 +83,8 @@ func wantProperties(m *nats.Msg, tokenTags string, batched bool) (want map[strin
 	case len(ids) > 0:
 		want[commitlog.PropUniqKey] = ids[0]
 	case batched:
-		sh, _ := parseSeqHeader(h[HeaderSeq])
-		want[commitlog.PropUniqKey] = derivedMsgID(sh.stream, sh.seq)
+		sh, _ := parseSeqHeader(h[wire.HeaderSeq])
+		want[commitlog.PropUniqKey] = wire.DerivedMsgID(sh.Stream, sh.Seq)
 	default:
 		generatedID = true
 	}
@@ -99,7 +100,7 @@ func wantProperties(m *nats.Msg, tokenTags string, batched bool) (want map[strin
 		switch {
 		case name == nats.MsgIdHdr, name == DefaultKeysHeader, name == DefaultTagsHeader:
 			continue
-		case batched && name == HeaderSeq:
+		case batched && name == wire.HeaderSeq:
 			continue
 		}
 		for i, v := range vals {
@@ -175,7 +176,7 @@ func FuzzIngressConvert(f *testing.F) {
 			if rec.Bytes != nil || rec.Topic != "" || rec.MsgID != "" {
 				t.Fatalf("an error (%v) with a record: %+v", err, rec)
 			}
-			if code := ReplyCode(err); code != CodeInvalid && code != CodeTooLarge {
+			if code := ReplyCode(err); code != wire.CodeInvalid && code != wire.CodeTooLarge {
 				t.Fatalf("error %v maps to %d, want 400 or 413", err, code)
 			}
 			if err.Error() == "" {
@@ -183,7 +184,7 @@ func FuzzIngressConvert(f *testing.F) {
 			}
 			return
 		}
-		checkConverted(t, rec, m, tokens, batchedOn && m.Header[HeaderSeq] != nil)
+		checkConverted(t, rec, m, tokens, batchedOn && m.Header[wire.HeaderSeq] != nil)
 	})
 }
 
@@ -294,38 +295,38 @@ func TestConvertErrorsAreClear(t *testing.T) {
 		code             int
 		says             string
 	}{
-		{"..", "", nil, CodeInvalid, "empty token"},
-		{"a..b", "", nil, CodeInvalid, "empty token"},
-		{".a", "", nil, CodeInvalid, "empty token"},
-		{"a.", "", nil, CodeInvalid, "empty token"},
-		{"a.*", "", nil, CodeInvalid, "wildcard"},
-		{">", "", nil, CodeInvalid, "wildcard"},
-		{"a b", "", nil, CodeInvalid, "whitespace"},
-		{"a.\xff", "", nil, CodeInvalid, "UTF-8"},
-		{"a\x01b", "", nil, CodeInvalid, "separator"},
-		{strings.Repeat("a", 128), "", nil, CodeInvalid, "longer than RocketMQ's limit"},
-		{strings.Repeat("/", 43), "", nil, CodeInvalid, "longer than RocketMQ's limit"},
-		{"big", "", make([]byte, fuzzMaxBody+1), CodeTooLarge, "body too large"},
-		{"props", "Big:" + strings.Repeat("v", 33000), nil, CodeInvalid, "properties"},
-		{"props", strings.TrimSuffix(strings.Repeat("Many:"+strings.Repeat("v", 100)+"\n", 400), "\n"), nil, CodeInvalid, "properties"},
-		{"hdr", "X\x01:v", nil, CodeInvalid, "separator"},
-		{"hdr", "X:a\x02b", nil, CodeInvalid, "separator"},
-		{"hdr", "X\xfe:v", nil, CodeInvalid, "UTF-8"},
-		{"hdr", "X:\xc3(", nil, CodeInvalid, "UTF-8"},
-		{"hdr", "X", nil, CodeInvalid, "empty"},
-		{"hdr", "DELAY:3", nil, CodeInvalid, "reserves"},
-		{"hdr", "NATS_SUBJECT:x", nil, CodeInvalid, "reserves"},
-		{"hdr", "__CRC32#:x", nil, CodeInvalid, "reserves"},
-		{"hdr", "__RMQ.TRANSIENT.X:1", nil, CodeInvalid, "reserves"},
-		{"hdr", "Trace#2:x", nil, CodeInvalid, "'#' and digits"},
-		{"hdr", "Nats-Msg-Id:a\nNats-Msg-Id:b", nil, CodeInvalid, "one id"},
-		{"hdr", "Rmq-Tags:a\nRmq-Tags:b", nil, CodeInvalid, "TAGS holds one"},
-		{"seq", "Rs-Seq:garbage", nil, CodeInvalid, "Rs-Seq"},
-		{"seq", "Rs-Seq:s1 0 0", nil, CodeInvalid, "sequence"},
-		{"seq", "Rs-Seq:s1 5 5", nil, CodeInvalid, "acked floor"},
-		{"seq", "Rs-Seq:../x 2 1", nil, CodeInvalid, "stream id"},
-		{"seq", "Rs-Seq:s1 2 1 x", nil, CodeInvalid, "fourth field"},
-		{"seq", "Rs-Seq:s1 99999999999999999999 1", nil, CodeInvalid, "sequence"},
+		{"..", "", nil, wire.CodeInvalid, "empty token"},
+		{"a..b", "", nil, wire.CodeInvalid, "empty token"},
+		{".a", "", nil, wire.CodeInvalid, "empty token"},
+		{"a.", "", nil, wire.CodeInvalid, "empty token"},
+		{"a.*", "", nil, wire.CodeInvalid, "wildcard"},
+		{">", "", nil, wire.CodeInvalid, "wildcard"},
+		{"a b", "", nil, wire.CodeInvalid, "whitespace"},
+		{"a.\xff", "", nil, wire.CodeInvalid, "UTF-8"},
+		{"a\x01b", "", nil, wire.CodeInvalid, "separator"},
+		{strings.Repeat("a", 128), "", nil, wire.CodeInvalid, "longer than RocketMQ's limit"},
+		{strings.Repeat("/", 43), "", nil, wire.CodeInvalid, "longer than RocketMQ's limit"},
+		{"big", "", make([]byte, fuzzMaxBody+1), wire.CodeTooLarge, "body too large"},
+		{"props", "Big:" + strings.Repeat("v", 33000), nil, wire.CodeInvalid, "properties"},
+		{"props", strings.TrimSuffix(strings.Repeat("Many:"+strings.Repeat("v", 100)+"\n", 400), "\n"), nil, wire.CodeInvalid, "properties"},
+		{"hdr", "X\x01:v", nil, wire.CodeInvalid, "separator"},
+		{"hdr", "X:a\x02b", nil, wire.CodeInvalid, "separator"},
+		{"hdr", "X\xfe:v", nil, wire.CodeInvalid, "UTF-8"},
+		{"hdr", "X:\xc3(", nil, wire.CodeInvalid, "UTF-8"},
+		{"hdr", "X", nil, wire.CodeInvalid, "empty"},
+		{"hdr", "DELAY:3", nil, wire.CodeInvalid, "reserves"},
+		{"hdr", "NATS_SUBJECT:x", nil, wire.CodeInvalid, "reserves"},
+		{"hdr", "__CRC32#:x", nil, wire.CodeInvalid, "reserves"},
+		{"hdr", "__RMQ.TRANSIENT.X:1", nil, wire.CodeInvalid, "reserves"},
+		{"hdr", "Trace#2:x", nil, wire.CodeInvalid, "'#' and digits"},
+		{"hdr", "Nats-Msg-Id:a\nNats-Msg-Id:b", nil, wire.CodeInvalid, "one id"},
+		{"hdr", "Rmq-Tags:a\nRmq-Tags:b", nil, wire.CodeInvalid, "TAGS holds one"},
+		{"seq", "Rs-Seq:garbage", nil, wire.CodeInvalid, "Rs-Seq"},
+		{"seq", "Rs-Seq:s1 0 0", nil, wire.CodeInvalid, "sequence"},
+		{"seq", "Rs-Seq:s1 5 5", nil, wire.CodeInvalid, "acked floor"},
+		{"seq", "Rs-Seq:../x 2 1", nil, wire.CodeInvalid, "stream id"},
+		{"seq", "Rs-Seq:s1 2 1 x", nil, wire.CodeInvalid, "fourth field"},
+		{"seq", "Rs-Seq:s1 99999999999999999999 1", nil, wire.CodeInvalid, "sequence"},
 	} {
 		m := &nats.Msg{Subject: tc.subject, Header: parseFuzzHeaders(tc.headers), Data: tc.body}
 		rec, err := w.convert(m, 1)

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -90,7 +91,7 @@ func (b *propBuilder) build(m *nats.Msg, rt *route) (props []byte, msgID string,
 // buildWith is build for a message of a batched-ack stream when seq is not nil: its Rs-Seq header
 // is not stored, and without a Nats-Msg-Id its UNIQ_KEY is "<stream>:<seq>" (batched.go), for
 // which it returns msgID "".
-func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props []byte, msgID string, err error) {
+func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *wire.SeqHeader) (props []byte, msgID string, err error) {
 	h := m.Header
 	subject := m.Subject
 	if rt.stored != "" {
@@ -115,8 +116,8 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props [
 		// when it needs it (worker_batched.go).
 		buf = append(buf, commitlog.PropUniqKey...)
 		buf = append(buf, commitlog.NameValueSeparator)
-		seqAt = len(buf) + len(seq.stream) + 1
-		buf = appendDerivedMsgID(buf, seq.stream, seq.seq)
+		seqAt = len(buf) + len(seq.Stream) + 1
+		buf = wire.AppendDerivedMsgID(buf, seq.Stream, seq.Seq)
 		buf = append(buf, commitlog.PropertySeparator)
 	} else {
 		buf = append(buf, commitlog.PropUniqKey...)
@@ -160,7 +161,7 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *seqHeader) (props [
 
 	names := b.names[:0]
 	for name := range h {
-		if name != nats.MsgIdHdr && name != b.keysHdr && name != b.tagsHdr && (seq == nil || name != HeaderSeq) {
+		if name != nats.MsgIdHdr && name != b.keysHdr && name != b.tagsHdr && (seq == nil || name != wire.HeaderSeq) {
 			names = append(names, name)
 		}
 	}

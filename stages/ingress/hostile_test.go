@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -102,7 +103,7 @@ func TestEveryRejectLogsAtDebug(t *testing.T) {
 				warnLines++
 			}
 		}
-		if s := h.in.Stats(); s.Rejected[CodeInvalid] != n || s.ErrorReplies != n {
+		if s := h.in.Stats(); s.Rejected[wire.CodeInvalid] != n || s.ErrorReplies != n {
 			t.Fatalf("stats %+v", s)
 		}
 		if debug && debugLines != n || !debug && debugLines != 0 || warnLines != 1 {

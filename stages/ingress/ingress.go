@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -265,7 +266,7 @@ func (in *Ingress) onMsg(m *nats.Msg) {
 		return
 	}
 	if m.Header != nil && in.js == nil {
-		if vals := m.Header[HeaderPack]; vals != nil {
+		if vals := m.Header[wire.HeaderPack]; vals != nil {
 			in.onPack(m, vals)
 			return
 		}
@@ -304,7 +305,7 @@ func (in *Ingress) send(w *worker, j job) bool {
 // entry a message of its own from there on. A pack that cannot be split is refused whole, as a
 // message with a malformed header is: nothing of it is stored.
 func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
-	sh, err := parseSeqHeader(m.Header[HeaderSeq])
+	sh, err := parseSeqHeader(m.Header[wire.HeaderSeq])
 	if err == nil && in.tracker == nil {
 		err = ErrBatchedOff
 	}
@@ -325,7 +326,7 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 		in.reject(m, in.notOwned(int(rt.partition), rt.stored))
 		return
 	}
-	pk := &packInfo{seqHeader: sh, recv: in.tracker.recv.set(sh.stream), entries: entries}
+	pk := &packInfo{SeqHeader: sh, recv: in.tracker.recv.set(sh.Stream), entries: entries}
 	pk.pending.Store(int64(len(entries)))
 	// The entries without a queue key all go to one queue, the topic's next (as Kafka's sticky
 	// partitioner sends a whole batch to one partition): a pack is then a run for one worker,
@@ -352,9 +353,9 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 			end++
 		}
 		w := in.workers[rt.worker(q, len(in.workers))]
-		if !in.send(w, job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.seq + uint64(i), count: int32(end - i)}) {
+		if !in.send(w, job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.Seq + uint64(i), count: int32(end - i)}) {
 			// This run and every one after it are refused to the stream, in its acks.
-			rest := job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.seq + uint64(i), count: int32(len(entries) - i)}
+			rest := job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.Seq + uint64(i), count: int32(len(entries) - i)}
 			in.answerStopped(&rest)
 			return
 		}

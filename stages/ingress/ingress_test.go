@@ -13,12 +13,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
 func TestRequestReplyAck(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	var acks []Ack
+	var acks []wire.Ack
 	for i := range 3 {
 		m := nats.NewMsg("orders.eu")
 		m.Data = []byte("body-" + strconv.Itoa(i))
@@ -31,7 +32,7 @@ func TestRequestReplyAck(t *testing.T) {
 	}
 	recs := h.app.snapshot()
 	for i, a := range acks {
-		want := Ack{
+		want := wire.Ack{
 			Topic:           "orders_eu",
 			QueueID:         HashQueue("OrderID188", DefaultQueuesPerTopic),
 			QueueOffset:     int64(i),
@@ -201,13 +202,13 @@ func TestBadInputGetsErrorReply(t *testing.T) {
 		code int
 		says string
 	}{
-		{big, CodeTooLarge, "body too large"},
-		{longSubject, CodeInvalid, "token rule"},
-		{ctrl, CodeInvalid, "0x01"},
-		{reserved, CodeInvalid, "reserves"},
+		{big, wire.CodeTooLarge, "body too large"},
+		{longSubject, wire.CodeInvalid, "token rule"},
+		{ctrl, wire.CodeInvalid, "0x01"},
+		{reserved, wire.CodeInvalid, "reserves"},
 	} {
 		_, err := h.request(tc.m)
-		re, ok := errors.AsType[*ReplyError](err)
+		re, ok := errors.AsType[*wire.ReplyError](err)
 		if !ok || re.Code != tc.code || !strings.Contains(re.Description, tc.says) {
 			t.Errorf("%.20s: reply %v, want code %d saying %q", tc.m.Subject, err, tc.code, tc.says)
 		}
@@ -224,7 +225,7 @@ func TestBadInputGetsErrorReply(t *testing.T) {
 		t.Fatalf("stored %d records", len(recs))
 	}
 	s := h.in.Stats()
-	if s.Rejected[CodeInvalid] != 3 || s.Rejected[CodeTooLarge] != 1 || s.ErrorReplies != 4 {
+	if s.Rejected[wire.CodeInvalid] != 3 || s.Rejected[wire.CodeTooLarge] != 1 || s.ErrorReplies != 4 {
 		t.Fatalf("stats %+v", s)
 	}
 	if !strings.Contains(h.logs.String(), "message rejected") {
@@ -294,7 +295,7 @@ func TestGracefulStop(t *testing.T) {
 	for i := range n {
 		select {
 		case m := <-replies:
-			if _, err := ParseReply(m.Data); err != nil {
+			if _, err := wire.ParseReply(m.Data); err != nil {
 				t.Fatalf("reply %d: %v", i, err)
 			}
 		case <-time.After(waitTimeout):
@@ -344,8 +345,8 @@ func TestAbort(t *testing.T) {
 	for range n {
 		select {
 		case m := <-replies:
-			_, err := ParseReply(m.Data)
-			if re, ok := errors.AsType[*ReplyError](err); ok && re.Code == CodeUnavailable {
+			_, err := wire.ParseReply(m.Data)
+			if re, ok := errors.AsType[*wire.ReplyError](err); ok && re.Code == wire.CodeUnavailable {
 				failed++
 			} else if err == nil {
 				acked++

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // JetStreamSource makes ingress a lossless bridge from an existing JetStream stream instead of
@@ -152,7 +154,7 @@ func (in *Ingress) settleJetStream(m *nats.Msg, err error) {
 	switch {
 	case err == nil:
 		aerr = m.Ack()
-	case ReplyCode(err) == CodeInvalid || ReplyCode(err) == CodeTooLarge:
+	case ReplyCode(err) == wire.CodeInvalid || ReplyCode(err) == wire.CodeTooLarge:
 		aerr = m.Term()
 	default:
 		return // not stored: JetStream delivers it again after AckWait

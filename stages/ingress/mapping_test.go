@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 func TestSubjectToTopic(t *testing.T) {
@@ -46,7 +47,7 @@ func TestSubjectToTopicLimits(t *testing.T) {
 	}
 	for _, s := range []string{"", ok + "b", strings.Repeat("_", 43), strings.Repeat("x", 1<<20)} {
 		_, err := SubjectToTopic(s)
-		if !errors.Is(err, ErrInvalidSubject) || ReplyCode(err) != CodeInvalid {
+		if !errors.Is(err, ErrInvalidSubject) || ReplyCode(err) != wire.CodeInvalid {
 			t.Errorf("SubjectToTopic(len %d) err = %v, want ErrInvalidSubject", len(s), err)
 		}
 		if s != "" && !strings.Contains(err.Error(), "token rule") {

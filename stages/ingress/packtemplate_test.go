@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -47,12 +48,12 @@ func TestPackTemplateMatchesFullEncoding(t *testing.T) {
 				{"orders.eu", 95, 2000}, // a new batch time
 				{"orders.eu.fast", 999_999_990, 2000},
 			} {
-				sh := seqHeader{stream: "S1", seq: c.first, acked: c.first - 1}
-				msgs, err := splitPack(nil, appendPack(nil, entries...), len(entries), c.subject, "ack.S1")
+				sh := wire.SeqHeader{Stream: "S1", Seq: c.first, Acked: c.first - 1}
+				msgs, err := wire.SplitPack(nil, appendPack(nil, entries...), len(entries), c.subject, "ack.S1")
 				if err != nil {
 					t.Fatal(err)
 				}
-				pk := &packInfo{seqHeader: sh}
+				pk := &packInfo{SeqHeader: sh}
 				rt := r.route(c.subject)
 				for i := range msgs {
 					j := &job{msg: &msgs[i], route: rt, queue: int32(i % 4), pack: pk, seq: c.first + uint64(i)}
@@ -69,7 +70,7 @@ func TestPackTemplateMatchesFullEncoding(t *testing.T) {
 					}
 					if !bytes.Equal(got.Bytes, want.Bytes) || got.Index != want.Index || got.Topic != want.Topic ||
 						got.QueueID != want.QueueID || got.MsgID != want.MsgID || got.Reply != want.Reply || got.PropCRC != want.PropCRC {
-						t.Fatalf("pack %d entry %d (seq %d):\n template %+v\n full     %+v", p, i, s.seq, got, want)
+						t.Fatalf("pack %d entry %d (seq %d):\n template %+v\n full     %+v", p, i, s.Seq, got, want)
 					}
 				}
 			}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // TestPartitionOfMatchesServer: PartitionOf and PartitionMapping give the partition nats-server's
@@ -81,13 +83,13 @@ func TestPartitionRoutes(t *testing.T) {
 		t.Fatalf("route %+v, queue %d", rt, r.queue(m, rt))
 	}
 	for subject, code := range map[string]int{
-		"rmq.p.05.orders.a": CodeInvalid,
-		"rmq.p.+5.orders.a": CodeInvalid,
-		"rmq.p.5":           CodeInvalid,
-		"rmq.p.5.":          CodeInvalid,
-		"rmq.p.99999.a":     CodeInvalid,
-		"rmq.q.5.orders.a":  CodeInvalid,
-		"rmq.p.5.orders..a": CodeInvalid,
+		"rmq.p.05.orders.a": wire.CodeInvalid,
+		"rmq.p.+5.orders.a": wire.CodeInvalid,
+		"rmq.p.5":           wire.CodeInvalid,
+		"rmq.p.5.":          wire.CodeInvalid,
+		"rmq.p.99999.a":     wire.CodeInvalid,
+		"rmq.q.5.orders.a":  wire.CodeInvalid,
+		"rmq.p.5.orders..a": wire.CodeInvalid,
 	} {
 		rt := r.route(subject)
 		if rt.err == nil || ReplyCode(rt.err) != code {

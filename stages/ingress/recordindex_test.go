@@ -10,6 +10,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/javahash"
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // TestRecordIndexMatchesTheRecord: what the encoder works out for dispatch (RecordIndex) is what
@@ -17,12 +18,12 @@ import (
 // hashes of the UNIQ_KEY and each KEYS token, in that order. Where the encoder cannot be sure
 // (several keys), it says so rather than guess.
 func TestRecordIndexMatchesTheRecord(t *testing.T) {
-	seq := &seqHeader{stream: "S7x", seq: 42}
+	seq := &wire.SeqHeader{Stream: "S7x", Seq: 42}
 	for i, c := range []struct {
 		tokens  int
 		subject string
 		hdr     nats.Header
-		seq     *seqHeader
+		seq     *wire.SeqHeader
 		known   bool
 	}{
 		{0, "orders.eu", nil, nil, true},                                  // generated UNIQ_KEY

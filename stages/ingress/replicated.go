@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -399,7 +400,7 @@ func (in *Ingress) onReplicated(ctx context.Context, m *nats.Msg, meta *replMeta
 // back with its error (done all the same: it never will be stored).
 func (w *worker) replicatedRecord(j *job) stages.Record {
 	meta := j.repl
-	sh := seqHeader{stream: w.in.repl.src.StreamName(meta.part.part), seq: meta.seq}
+	sh := wire.SeqHeader{Stream: w.in.repl.src.StreamName(meta.part.part), Seq: meta.seq}
 	w.props.extra = w.props.extra[:0]
 	w.props.extra = commitlog.AppendProperty(w.props.extra, PropStreamSeq, strconv.FormatUint(meta.seq, 10))
 	rec, err := w.encodeSeq(j, meta.ts, &sh)
@@ -417,7 +418,7 @@ func (w *worker) replicatedRecord(j *job) stages.Record {
 // which starts again from the floor.
 func replDoneOf(acc *map[*replPartition][]replDone, r *stages.Record, meta *replMeta) {
 	if r.Err != nil {
-		if code := ReplyCode(r.Err); code != CodeInvalid && code != CodeTooLarge {
+		if code := ReplyCode(r.Err); code != wire.CodeInvalid && code != wire.CodeTooLarge {
 			meta.part.fail(meta.seq)
 			return
 		}

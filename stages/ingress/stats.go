@@ -3,7 +3,7 @@ package ingress
 import "sync/atomic"
 
 // Stats are ingress's counters since New, read with Ingress.Stats. Per-code maps are keyed by
-// the reply codes (CodeInvalid, ...) and hold only non-zero counts.
+// the reply codes (wire.CodeInvalid, ...) and hold only non-zero counts.
 type Stats struct {
 	// Received counts the messages nats.go handed to the callbacks; Excluded those of them that
 	// were excluded (never stored, never answered).

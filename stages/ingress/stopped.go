@@ -3,6 +3,7 @@ package ingress
 import (
 	"fmt"
 
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -21,31 +22,31 @@ func (in *Ingress) answerStopped(j *job) {
 	in.counters.aborted.Add(int64(n))
 	switch {
 	case j.pack != nil:
-		in.refuseStopped(j.pack.seqHeader, j.seq, n, j.msg.Reply)
+		in.refuseStopped(j.pack.SeqHeader, j.seq, n, j.msg.Reply)
 		if j.count > 0 {
 			in.packDone(j.pack, n)
 		}
 	case in.js == nil && batchedHeader(j.msg) != nil:
 		if sh, err := parseSeqHeader(batchedHeader(j.msg)); err == nil && in.tracker != nil {
-			in.refuseStopped(sh, sh.seq, 1, j.msg.Reply)
+			in.refuseStopped(sh, sh.Seq, 1, j.msg.Reply)
 		}
 	default:
-		in.replyError(j.msg.Reply, CodeUnavailable, ErrStopped.Error())
+		in.replyError(j.msg.Reply, wire.CodeUnavailable, ErrStopped.Error())
 	}
 }
 
 // refuseStopped has the tracker refuse n sequences of sh's stream from seq on with ErrStopped,
 // as records refused by the store are: in the stream's next ack, their claims released. A
 // message without an ack subject gets nothing.
-func (in *Ingress) refuseStopped(sh seqHeader, seq uint64, n int, ackTo string) {
+func (in *Ingress) refuseStopped(sh wire.SeqHeader, seq uint64, n int, ackTo string) {
 	if in.tracker == nil || ackTo == "" {
 		return
 	}
 	recs := make([]stages.Record, n)
 	metas := make([]seqMeta, n)
 	for i := range recs {
-		metas[i] = seqMeta{seqHeader: sh, ackTo: ackTo}
-		metas[i].seq = seq + uint64(i)
+		metas[i] = seqMeta{SeqHeader: sh, ackTo: ackTo}
+		metas[i].Seq = seq + uint64(i)
 		recs[i] = stages.Record{Err: ErrStopped, Ctx: &metas[i]}
 	}
 	in.tracker.offer(&stages.Batch{Records: recs})

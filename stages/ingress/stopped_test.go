@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // TestAbortRefusesBatchedInAcks: messages of a batched-ack stream that ingress holds when it
@@ -42,7 +44,7 @@ func TestAbortRefusesBatchedInAcks(t *testing.T) {
 		}
 		seq += perPack
 		one := nats.NewMsg("abort.packs")
-		one.Header.Set(HeaderSeq, fmt.Sprintf("S %d 0", seq))
+		one.Header.Set(wire.HeaderSeq, fmt.Sprintf("S %d 0", seq))
 		one.Reply, one.Data = inbox, []byte("single")
 		if err := h.pub.PublishMsg(one); err != nil {
 			t.Fatal(err)
@@ -88,7 +90,7 @@ func TestAbortRefusesBatchedInAcks(t *testing.T) {
 		if !strings.Contains(string(m.Data), `"stream"`) {
 			t.Fatalf("a plain reply on the ack subject: %s", m.Data)
 		}
-		a, err := ParseBatchAck(m.Data)
+		a, err := wire.ParseBatchAck(m.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +98,7 @@ func TestAbortRefusesBatchedInAcks(t *testing.T) {
 			answered[s]++
 		}
 		for _, r := range a.Refused {
-			if r.Code != CodeUnavailable {
+			if r.Code != wire.CodeUnavailable {
 				t.Fatalf("refused %+v, want 503", r)
 			}
 			for s := r.Seq; s < r.Seq+r.Count; s++ {

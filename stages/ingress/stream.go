@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"slices"
 	"time"
+
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // stream is the tracker's state of one batched-ack stream (docs/BATCHED-ACKS.md). Owned by the
@@ -39,13 +41,13 @@ type stream struct {
 
 	// The next ack: positions of what was stored since the last one, in runs; refusals; and
 	// whether new missing sequences were decided.
-	runs []storedRun
+	runs []wire.StoredRun
 	open map[runKey]int // runs[open[k]] is the run that may grow for k
 	// lastRun is the run addRun last grew or opened (-1: none since the last ack), tried before
 	// open: a pack's entries come one after another to one queue, and a map lookup per message
 	// was 3% of the engine.
 	lastRun    int
-	refusals   []refusedRun
+	refusals   []wire.RefusedRun
 	decidedNew bool
 
 	last       time.Time // the last round the stream had news in: the LRU order
@@ -55,32 +57,15 @@ type stream struct {
 	gone       bool      // evicted or expired
 }
 
-// storedRun is count stored messages of one queue at consecutive queue offsets from
-// queueOffset, with sequences seq, seq+step, seq+2·step...
-type storedRun struct {
-	topic       string
-	queueID     int32
-	queueOffset int64
-	seq, step   uint64
-	count       uint64
-	dup         bool
-}
-
 type runKey struct {
 	topic   string
 	queueID int32
 	dup     bool
 }
 
-// refusedRun is count consecutive sequences from seq refused with the same code and reason.
-type refusedRun struct {
-	seq, count uint64
-	code       int
-	desc       string
-}
-
-func (r *refusedRun) extends(seq uint64, code int, desc string) bool {
-	return r.code == code && r.desc == desc && seq == r.seq+r.count
+// extends says whether seq, refused with code and desc, continues the refused run r.
+func extends(r *wire.RefusedRun, seq uint64, code int, desc string) bool {
+	return r.Code == code && r.Description == desc && seq == r.Seq+r.Count
 }
 
 func newStream(id, ackTo string, floor uint64, maxAhead int) *stream {
@@ -121,33 +106,35 @@ func (s *stream) addRun(seq uint64, topic string, queueID int32, queueOffset int
 	// The last run touched is the open one of its key: any later run of that key would have
 	// been touched since.
 	if i := s.lastRun; i >= 0 {
-		if r := &s.runs[i]; r.queueID == queueID && r.dup == dup && r.topic == topic && r.grow(seq, queueOffset) {
+		if r := &s.runs[i]; r.QueueID == queueID && r.Dup == dup && r.Topic == topic && grow(r, seq, queueOffset) {
 			return
 		}
 	}
 	k := runKey{topic, queueID, dup}
-	if i, ok := s.open[k]; ok && s.runs[i].grow(seq, queueOffset) {
+	if i, ok := s.open[k]; ok && grow(&s.runs[i], seq, queueOffset) {
 		s.lastRun = i
 		return
 	}
 	s.open[k] = len(s.runs)
 	s.lastRun = len(s.runs)
-	s.runs = append(s.runs, storedRun{topic: topic, queueID: queueID, queueOffset: queueOffset,
-		seq: seq, step: 1, count: 1, dup: dup})
+	s.runs = append(s.runs, wire.StoredRun{Topic: topic, QueueID: queueID, QueueOffset: queueOffset,
+		Seq: seq, Step: 1, Count: 1, Dup: dup})
 }
 
-// grow adds the message seq, stored at queueOffset, to r if it continues r: the next queue
-// offset, and the next sequence at r's step (any later one sets the step of a run of one).
-func (r *storedRun) grow(seq uint64, queueOffset int64) bool {
-	if queueOffset != r.queueOffset+int64(r.count) {
+// grow adds the message seq, stored at queueOffset, to the run r (Count stored messages of one
+// queue at consecutive queue offsets, with sequences Seq, Seq+Step...) if it continues r: the
+// next queue offset, and the next sequence at r's step (any later one sets the step of a run of
+// one).
+func grow(r *wire.StoredRun, seq uint64, queueOffset int64) bool {
+	if queueOffset != r.QueueOffset+int64(r.Count) {
 		return false
 	}
 	switch {
-	case r.count == 1 && seq > r.seq:
-		r.step, r.count = seq-r.seq, 2
+	case r.Count == 1 && seq > r.Seq:
+		r.Step, r.Count = seq-r.Seq, 2
 		return true
-	case r.count > 1 && seq == r.seq+r.count*r.step:
-		r.count++
+	case r.Count > 1 && seq == r.Seq+r.Count*r.Step:
+		r.Count++
 		return true
 	}
 	return false
@@ -155,10 +142,10 @@ func (r *storedRun) grow(seq uint64, queueOffset int64) bool {
 
 // refuse records that seq was not stored, with the reply code and the reason.
 func (s *stream) refuse(seq uint64, code int, desc string) {
-	if n := len(s.refusals); n > 0 && s.refusals[n-1].extends(seq, code, desc) {
-		s.refusals[n-1].count++
+	if n := len(s.refusals); n > 0 && extends(&s.refusals[n-1], seq, code, desc) {
+		s.refusals[n-1].Count++
 	} else {
-		s.refusals = append(s.refusals, refusedRun{seq: seq, count: 1, code: code, desc: desc})
+		s.refusals = append(s.refusals, wire.RefusedRun{Seq: seq, Count: 1, Code: code, Description: desc})
 	}
 	if seq <= s.through || s.seen.has(seq) || !s.seen.add(seq) {
 		return // answered already (stored or refused), or beyond MaxAhead

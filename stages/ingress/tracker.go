@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -108,7 +109,7 @@ func (t *tracker) releaseRefused(b *stages.Batch) {
 	for i := range b.Records {
 		r := &b.Records[i]
 		if m, ok := r.Ctx.(*seqMeta); ok && r.Err != nil && !isStoredBefore(r.Err) {
-			t.recv.release(m.stream, m.seq)
+			t.recv.release(m.Stream, m.Seq)
 		}
 	}
 }
@@ -172,7 +173,7 @@ func (t *tracker) handle(b *stages.Batch) {
 		case *seqMeta:
 			s := t.streamFor(m)
 			if r.Err == nil {
-				s.stored(m.seq, r.Topic, r.QueueID, r.QueueOffset, r.Duplicate)
+				s.stored(m.Seq, r.Topic, r.QueueID, r.QueueOffset, r.Duplicate)
 				t.counters.acked.Add(1)
 				continue
 			}
@@ -181,15 +182,15 @@ func (t *tracker) handle(b *stages.Batch) {
 			var before *storedBefore
 			switch {
 			case errors.As(r.Err, &before):
-				s.stored(m.seq, r.Topic, before.at.QueueID, before.at.QueueOffset, true)
+				s.stored(m.Seq, r.Topic, before.at.QueueID, before.at.QueueOffset, true)
 				t.counters.acked.Add(1)
 			default:
 				desc := r.Err.Error()
-				if len(desc) > maxDescription {
-					desc = desc[:maxDescription] + "..."
+				if len(desc) > wire.MaxDescription {
+					desc = desc[:wire.MaxDescription] + "..."
 				}
-				s.refuse(m.seq, ReplyCode(r.Err), desc)
-				t.recv.release(m.stream, m.seq) // a retry must be stored
+				s.refuse(m.Seq, ReplyCode(r.Err), desc)
+				t.recv.release(m.Stream, m.Seq) // a retry must be stored
 				t.counters.refused.Add(1)
 			}
 		}
@@ -199,12 +200,12 @@ func (t *tracker) handle(b *stages.Batch) {
 // streamFor returns the stream of m, making it (and evicting the least recently active one if
 // the table is full), with m's floor and ack subject applied.
 func (t *tracker) streamFor(m *seqMeta) *stream {
-	s := t.streams[m.stream]
+	s := t.streams[m.Stream]
 	if s == nil {
 		if len(t.streams) >= t.cfg.MaxStreams {
 			t.evict(t.tail)
 		}
-		s = newStream(strings.Clone(m.stream), m.ackTo, m.acked, t.cfg.MaxAhead)
+		s = newStream(strings.Clone(m.Stream), m.ackTo, m.Acked, t.cfg.MaxAhead)
 		t.streams[s.id] = s
 		t.pushFront(s)
 		t.counters.streams.Store(int64(len(t.streams)))
@@ -212,7 +213,7 @@ func (t *tracker) streamFor(m *seqMeta) *stream {
 	if s.ackTo != m.ackTo {
 		s.ackTo = m.ackTo
 	}
-	s.applyFloor(m.acked)
+	s.applyFloor(m.Acked)
 	t.touch(s)
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -27,7 +28,9 @@ func TestUntrackedRefusalReleasesClaim(t *testing.T) {
 	}
 	refused := fmt.Errorf("%w: too large", commitlog.ErrBodyTooLarge)
 	batch := func(recs ...stages.Record) *stages.Batch { return &stages.Batch{Records: recs} }
-	meta := func(seq uint64) *seqMeta { return &seqMeta{seqHeader: seqHeader{stream: "S", seq: seq}, ackTo: "ack"} }
+	meta := func(seq uint64) *seqMeta {
+		return &seqMeta{SeqHeader: wire.SeqHeader{Stream: "S", Seq: seq}, ackTo: "ack"}
+	}
 	in.tracker.offer(batch(stages.Record{Err: refused, Ctx: meta(1)}))
 	in.tracker.offer(batch(stages.Record{Err: refused, Ctx: meta(2)}, stages.Record{Ctx: meta(3)}))
 	if st := in.Stats().Batched; st.Overflow != 1 {

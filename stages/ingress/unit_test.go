@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -133,7 +133,7 @@ func TestHeaderRejects(t *testing.T) {
 		"bad key":           {"Rmq-Keys": {"a", "b\x02"}},
 	} {
 		_, _, err := b.build(msgWith("s", hdr), r.route("s"))
-		if !errors.Is(err, ErrInvalidHeader) || ReplyCode(err) != CodeInvalid {
+		if !errors.Is(err, ErrInvalidHeader) || ReplyCode(err) != wire.CodeInvalid {
 			t.Errorf("%s: err = %v, want ErrInvalidHeader (400)", name, err)
 		}
 	}
@@ -180,26 +180,26 @@ func TestReplyCode(t *testing.T) {
 		err  error
 		want int
 	}{
-		{fmt.Errorf("x: %w", commitlog.ErrInvalidTopic), CodeInvalid},
-		{fmt.Errorf("x: %w", commitlog.ErrInvalidProperty), CodeInvalid},
-		{fmt.Errorf("x: %w", commitlog.ErrPropertiesTooLarge), CodeInvalid},
-		{fmt.Errorf("x: %w", ErrInvalidSubject), CodeInvalid},
-		{fmt.Errorf("x: %w", ErrInvalidHeader), CodeInvalid},
-		{fmt.Errorf("x: %w", commitlog.ErrBodyTooLarge), CodeTooLarge},
-		{fmt.Errorf("x: %w", commitlog.ErrRecordTooLarge), CodeTooLarge},
-		{fmt.Errorf("x: %w", commitlog.ErrTooLarge), CodeTooLarge},
-		{&fs.PathError{Op: "fallocate", Path: "/x", Err: syscall.ENOSPC}, CodeDiskFull},
-		{errors.Join(stages.ErrClosed, syscall.ENOSPC), CodeDiskFull},
-		{stages.ErrClosed, CodeUnavailable},
-		{fmt.Errorf("x: %w", ErrUnavailable), CodeUnavailable},
-		{ErrStopped, CodeUnavailable},
-		{context.Canceled, CodeUnavailable},
-		{context.DeadlineExceeded, CodeUnavailable},
+		{fmt.Errorf("x: %w", commitlog.ErrInvalidTopic), wire.CodeInvalid},
+		{fmt.Errorf("x: %w", commitlog.ErrInvalidProperty), wire.CodeInvalid},
+		{fmt.Errorf("x: %w", commitlog.ErrPropertiesTooLarge), wire.CodeInvalid},
+		{fmt.Errorf("x: %w", ErrInvalidSubject), wire.CodeInvalid},
+		{fmt.Errorf("x: %w", ErrInvalidHeader), wire.CodeInvalid},
+		{fmt.Errorf("x: %w", commitlog.ErrBodyTooLarge), wire.CodeTooLarge},
+		{fmt.Errorf("x: %w", commitlog.ErrRecordTooLarge), wire.CodeTooLarge},
+		{fmt.Errorf("x: %w", commitlog.ErrTooLarge), wire.CodeTooLarge},
+		{&fs.PathError{Op: "fallocate", Path: "/x", Err: syscall.ENOSPC}, wire.CodeDiskFull},
+		{errors.Join(stages.ErrClosed, syscall.ENOSPC), wire.CodeDiskFull},
+		{stages.ErrClosed, wire.CodeUnavailable},
+		{fmt.Errorf("x: %w", ErrUnavailable), wire.CodeUnavailable},
+		{ErrStopped, wire.CodeUnavailable},
+		{context.Canceled, wire.CodeUnavailable},
+		{context.DeadlineExceeded, wire.CodeUnavailable},
 		{codedErr(429), 429},
 		{fmt.Errorf("wrapped: %w", codedErr(503)), 503},
-		{errors.New("boom"), CodeInternal},
-		{syscall.EIO, CodeInternal},
-		{nil, CodeInternal},
+		{errors.New("boom"), wire.CodeInternal},
+		{syscall.EIO, wire.CodeInternal},
+		{nil, wire.CodeInternal},
 	} {
 		if got := ReplyCode(tc.err); got != tc.want {
 			t.Errorf("ReplyCode(%v) = %d, want %d", tc.err, got, tc.want)
@@ -212,40 +212,17 @@ type codedErr int
 func (e codedErr) Error() string  { return fmt.Sprint("code ", int(e)) }
 func (e codedErr) ReplyCode() int { return int(e) }
 
-func TestReplyJSON(t *testing.T) {
-	a := Ack{Topic: "orders_eu", QueueID: 3, QueueOffset: 1 << 40, MsgID: "7F000001000027100000000000001F40",
-		CommitLogOffset: 8000, StoreTimestamp: 1700000000123, Duplicate: true}
-	data := AppendAck(nil, &a)
-	var viaJSON Ack
-	if err := json.Unmarshal(data, &viaJSON); err != nil || viaJSON != a {
-		t.Fatalf("encoding/json reads %s as %+v, %v", data, viaJSON, err)
-	}
-	got, err := ParseReply(data)
-	if err != nil || got != a {
-		t.Fatalf("ParseReply = %+v, %v", got, err)
-	}
-
-	// The hot-path variant writes the same bytes.
+// TestRecordAckJSON: the hot path's ack (the message id written straight into the JSON) is the
+// wire's Ack, byte for byte.
+func TestRecordAckJSON(t *testing.T) {
+	a := wire.Ack{Topic: "orders_eu", QueueID: 3, QueueOffset: 1 << 40, CommitLogOffset: 8000,
+		StoreTimestamp: 1700000000123, Duplicate: true}
 	r := stages.Record{Topic: a.Topic, QueueID: a.QueueID, QueueOffset: a.QueueOffset,
 		PhysOffset: a.CommitLogOffset, StoreTimestamp: a.StoreTimestamp, Duplicate: true}
 	host := netip.MustParseAddrPort("127.0.0.1:10000")
 	a.MsgID = commitlog.OffsetMsgID(host, a.CommitLogOffset)
-	if hot, want := appendRecordAck(nil, &r, host), AppendAck(nil, &a); string(hot) != string(want) {
+	if hot, want := appendRecordAck(nil, &r, host), wire.AppendAck(nil, &a); string(hot) != string(want) {
 		t.Fatalf("appendRecordAck %s\nwant %s", hot, want)
-	}
-
-	desc := "bad \"header\" \\ \x01\x1f\n\t\xff é \U0001F600"
-	data = AppendErrorReply(nil, 400, desc)
-	if !json.Valid(data) {
-		t.Fatalf("error reply is not JSON: %q", data)
-	}
-	_, err = ParseReply(data)
-	re, ok := errors.AsType[*ReplyError](err)
-	if !ok || re.Code != 400 || re.Description != strings.ToValidUTF8(desc, "\uFFFD") {
-		t.Fatalf("ParseReply(error) = %v", err)
-	}
-	if _, err := ParseReply([]byte("not json")); err == nil {
-		t.Fatal("garbage parsed")
 	}
 }
 
@@ -268,10 +245,10 @@ func TestEncodeRejects(t *testing.T) {
 		code int
 	}{
 		{"properties over 32767", &nats.Msg{Subject: "s", Header: nats.Header{"Big": {strings.Repeat("v", 40000)}}},
-			commitlog.ErrPropertiesTooLarge, CodeInvalid},
-		{"body over 4 MiB", big, commitlog.ErrBodyTooLarge, CodeTooLarge},
-		{"subject not UTF-8", &nats.Msg{Subject: "a.\xff"}, ErrInvalidSubject, CodeInvalid},
-		{"topic too long", &nats.Msg{Subject: strings.Repeat("%", 43) + ".x"}, ErrInvalidSubject, CodeInvalid},
+			commitlog.ErrPropertiesTooLarge, wire.CodeInvalid},
+		{"body over 4 MiB", big, commitlog.ErrBodyTooLarge, wire.CodeTooLarge},
+		{"subject not UTF-8", &nats.Msg{Subject: "a.\xff"}, ErrInvalidSubject, wire.CodeInvalid},
+		{"topic too long", &nats.Msg{Subject: strings.Repeat("%", 43) + ".x"}, ErrInvalidSubject, wire.CodeInvalid},
 	} {
 		if err := encode(tc.m); !errors.Is(err, tc.is) || ReplyCode(err) != tc.code {
 			t.Errorf("%s: %v, want %v (%d)", tc.name, err, tc.is, tc.code)

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -165,7 +166,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 		j := &jobs[i]
 		if j.count > 0 {
 			// A run of pack entries: each is a batched message of its own.
-			run := j.pack.entries[j.seq-j.pack.seq:][:j.count]
+			run := j.pack.entries[j.seq-j.pack.Seq:][:j.count]
 			w.in.tracker.counters.received.Add(int64(len(run)))
 			for k := range run {
 				ej := job{msg: &run[k], route: j.route, queue: j.queue, pack: j.pack, seq: j.seq + uint64(k)}
@@ -245,7 +246,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 // new slot at the end of recs, and takes the slot back when batched refused the message (it is
 // answered already); extra counts a record that carries its refusal. The slot is within recs'
 // capacity (n messages, see batchMem), so no later append moves the record being built.
-func (w *worker) addBatched(recs []stages.Record, extra *int, j *job, born int64, sh seqHeader, metas *[]seqMeta, n int) []stages.Record {
+func (w *worker) addBatched(recs []stages.Record, extra *int, j *job, born int64, sh wire.SeqHeader, metas *[]seqMeta, n int) []stages.Record {
 	recs = append(recs, stages.Record{})
 	rec := &recs[len(recs)-1]
 	switch {
@@ -264,7 +265,7 @@ func (w *worker) encode(j *job, born int64) (stages.Record, error) {
 }
 
 // encodeSeq is encode for a message of a batched-ack stream when seq is not nil.
-func (w *worker) encodeSeq(j *job, born int64, seq *seqHeader) (stages.Record, error) {
+func (w *worker) encodeSeq(j *job, born int64, seq *wire.SeqHeader) (stages.Record, error) {
 	var r stages.Record
 	err := w.encodeInto(&r, j, born, seq)
 	return r, err
@@ -272,7 +273,7 @@ func (w *worker) encodeSeq(j *job, born int64, seq *seqHeader) (stages.Record, e
 
 // encodeInto is encodeSeq building the record in r, a zeroed slot (see batched); on error r is
 // left as it may be.
-func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *seqHeader) error {
+func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *wire.SeqHeader) error {
 	rt := j.route
 	if rt.err != nil {
 		return rt.err

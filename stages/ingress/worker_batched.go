@@ -3,6 +3,7 @@ package ingress
 import (
 	"github.com/nats-io/nats.go"
 
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -17,7 +18,7 @@ import (
 // and copied out, it cost a sixth of the worker's time); rec is left as it may be when ok is
 // false. The caller counts the message in the tracker's received counter (once per run of a
 // pack: two workers adding to one counter per message made its cache line bounce).
-func (w *worker) batched(rec *stages.Record, j *job, born int64, sh seqHeader, metas *[]seqMeta, n int) bool {
+func (w *worker) batched(rec *stages.Record, j *job, born int64, sh wire.SeqHeader, metas *[]seqMeta, n int) bool {
 	in, m := w.in, j.msg
 	t := in.tracker
 	ids := m.Header[nats.MsgIdHdr]
@@ -30,12 +31,12 @@ func (w *worker) batched(rec *stages.Record, j *job, born int64, sh seqHeader, m
 			return false
 		}
 		if len(ids) == 0 {
-			rec.MsgID = derivedMsgID(sh.stream, sh.seq)
+			rec.MsgID = wire.DerivedMsgID(sh.Stream, sh.Seq)
 		}
 		return true
 	}
-	if sh.resend && t.cfg.Lookup != nil && j.route.err == nil && len(ids) < 2 {
-		id := derivedMsgID(sh.stream, sh.seq)
+	if sh.Resend && t.cfg.Lookup != nil && j.route.err == nil && len(ids) < 2 {
+		id := wire.DerivedMsgID(sh.Stream, sh.Seq)
 		if len(ids) == 1 {
 			id = ids[0]
 		}
@@ -51,9 +52,9 @@ func (w *worker) batched(rec *stages.Record, j *job, born int64, sh seqHeader, m
 	if j.pack != nil {
 		set = j.pack.recv // looked up once for the pack
 	} else {
-		set = t.recv.set(sh.stream)
+		set = t.recv.set(sh.Stream)
 	}
-	first, tracked := set.claim(sh.seq, sh.acked)
+	first, tracked := set.claim(sh.Seq, sh.Acked)
 	if !first {
 		// Another copy of the sequence entered the pipeline: its outcome answers it.
 		t.counters.dropped.Add(1)
@@ -70,7 +71,7 @@ func (w *worker) batched(rec *stages.Record, j *job, born int64, sh seqHeader, m
 		// Beyond the claims' reach: the appender's window dedupes it. (Claimed, the claim is its
 		// dedupe: no entry in the window, where a Nats-Msg-Id of the publisher's own keeps one,
 		// since it may be shared across streams.)
-		rec.MsgID = derivedMsgID(sh.stream, sh.seq)
+		rec.MsgID = wire.DerivedMsgID(sh.Stream, sh.Seq)
 	}
 	rec.Reply, rec.Ctx = "", meta
 	return true
@@ -80,13 +81,13 @@ func (w *worker) batched(rec *stages.Record, j *job, born int64, sh seqHeader, m
 // sequence: an entry of a pack (checked by the callback), or a message with an Rs-Seq header
 // (checked here). A malformed header, or one that comes while batched acks are off, is refused
 // and answered here: ok is then false, and the caller skips the message.
-func (w *worker) seqHeader(j *job) (sh seqHeader, isBatched, ok bool) {
+func (w *worker) seqHeader(j *job) (sh wire.SeqHeader, isBatched, ok bool) {
 	if j.pack != nil {
 		return j.pack.entrySeq(j.seq), true, true
 	}
 	vals := batchedHeader(j.msg)
 	if vals == nil || w.in.js != nil {
-		return seqHeader{}, false, false
+		return wire.SeqHeader{}, false, false
 	}
 	sh, err := parseSeqHeader(vals)
 	if err == nil && w.in.tracker == nil {
@@ -94,17 +95,17 @@ func (w *worker) seqHeader(j *job) (sh seqHeader, isBatched, ok bool) {
 	}
 	if err != nil {
 		w.in.reject(j.msg, err)
-		return seqHeader{}, true, false
+		return wire.SeqHeader{}, true, false
 	}
 	return sh, true, true
 }
 
 // newMeta appends a seqMeta to the batch's metas (with a capacity of at least n, the batch's
 // messages, so that the pointers into it stay valid) and returns it.
-func newMeta(metas *[]seqMeta, n int, sh seqHeader, ackTo string) *seqMeta {
+func newMeta(metas *[]seqMeta, n int, sh wire.SeqHeader, ackTo string) *seqMeta {
 	if cap(*metas) < n {
 		*metas = make([]seqMeta, 0, n)
 	}
-	*metas = append(*metas, seqMeta{seqHeader: sh, ackTo: ackTo})
+	*metas = append(*metas, seqMeta{SeqHeader: sh, ackTo: ackTo})
 	return &(*metas)[len(*metas)-1]
 }

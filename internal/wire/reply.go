@@ -1,11 +1,24 @@
-package ingress
+package wire
 
 import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
 )
+
+// Reply codes, HTTP-like, in error replies and in the refusals of batched acks.
+const (
+	CodeInvalid     = 400 // invalid input: topic, subject, header, property
+	CodeTooLarge    = 413 // body (or the whole record) over the size limit
+	CodeInternal    = 500 // anything else
+	CodeUnavailable = 503 // store closed, not ready, writes refused, ingress stopped
+	CodeDiskFull    = 507 // the disk is full (ENOSPC)
+)
+
+// MaxDescription bounds the description of an error reply or of a refusal: errors quote the
+// offending input, which can be a header value as large as a payload, and a reply larger than
+// the server's max payload could not be sent at all.
+const MaxDescription = 1024
 
 // Ack is the reply to a stored message, as JSON:
 //
@@ -29,7 +42,7 @@ type Ack struct {
 //
 //	{"error":{"code":413,"description":"commitlog: message body too large: ..."}}
 //
-// with Code from ReplyCode. It is an error, so clients can return it as is.
+// with Code one of the reply codes above. It is an error, so clients can return it as is.
 type ReplyError struct {
 	Code        int    `json:"code"`
 	Description string `json:"description"`
@@ -51,7 +64,7 @@ type reply struct {
 func ParseReply(data []byte) (Ack, error) {
 	var r reply
 	if err := json.Unmarshal(data, &r); err != nil {
-		return Ack{}, fmt.Errorf("ingress: reply is not an ack or an error: %w", err)
+		return Ack{}, fmt.Errorf("wire: a reply that is not an ack or an error: %w", err)
 	}
 	if r.Error != nil {
 		return Ack{}, r.Error
@@ -61,11 +74,11 @@ func ParseReply(data []byte) (Ack, error) {
 
 // AppendAck appends a's JSON to dst. It allocates nothing when dst has room: it is on the hot
 // path, once per acked message, where encoding/json's reflection would cost an allocation or more.
-func AppendAck(dst []byte, a *Ack) []byte { return appendAck(dst, a, nil) }
+func AppendAck(dst []byte, a *Ack) []byte { return AppendAckID(dst, a, nil) }
 
-// appendAck is AppendAck with the message id given as bytes (hex, so nothing to escape) when
-// msgID is not nil, so that the hot path need not make a string of it.
-func appendAck(dst []byte, a *Ack, msgID []byte) []byte {
+// AppendAckID is AppendAck with the message id given as bytes (hex, so nothing to escape) when
+// msgID is not nil, in place of a.MsgID, so that the hot path need not make a string of it.
+func AppendAckID(dst []byte, a *Ack, msgID []byte) []byte {
 	dst = append(dst, `{"topic":`...)
 	dst = appendJSONString(dst, a.Topic)
 	dst = append(dst, `,"queueId":`...)
@@ -96,43 +109,4 @@ func AppendErrorReply(dst []byte, code int, description string) []byte {
 	dst = append(dst, `,"description":`...)
 	dst = appendJSONString(dst, description)
 	return append(dst, "}}"...)
-}
-
-// appendJSONString appends s as a JSON string: quotes, backslashes and control characters
-// escaped, invalid UTF-8 replaced by U+FFFD (descriptions quote client input, which may be
-// anything). strconv.AppendQuote is not JSON: its \x01 escapes are not valid JSON.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				dst = append(dst, '\\', c)
-			case c < 0x20:
-				switch c {
-				case '\n':
-					dst = append(dst, '\\', 'n')
-				case '\r':
-					dst = append(dst, '\\', 'r')
-				case '\t':
-					dst = append(dst, '\\', 't')
-				default:
-					dst = append(dst, '\\', 'u', '0', '0', upperHex[c>>4], upperHex[c&0xF])
-				}
-			default:
-				dst = append(dst, c)
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, `\ufffd`...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(dst, '"')
 }
