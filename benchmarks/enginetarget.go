@@ -11,6 +11,7 @@ import (
 
 	"github.com/rocketstore/engine/engine"
 	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 func init() {
@@ -159,7 +160,7 @@ func (t *engineTarget) preload(ctx context.Context) error {
 		return err
 	}
 	for _, subj := range subjects(t.cfg.Run.Load.Topics) {
-		topic, _, err := ingress.Mapping{}.Map(subj)
+		topic, _, err := route.Mapping{}.Map(subj)
 		if err != nil {
 			return err
 		}

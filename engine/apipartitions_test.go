@@ -7,14 +7,14 @@ import (
 
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/internal/wire"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // keyIn is a key of partition p of partCount.
 func keyIn(t *testing.T, p int) string {
 	t.Helper()
 	for i := range 10_000 {
-		if k := fmt.Sprintf("k%d", i); ingress.PartitionOf(k, partCount) == p {
+		if k := fmt.Sprintf("k%d", i); route.PartitionOf(k, partCount) == p {
 			return k
 		}
 	}
@@ -35,7 +35,7 @@ func TestPartitionEmptyQueues(t *testing.T) {
 	}
 	opts := testOptions(t, t.TempDir())
 	s := serve(t, opts, NATSOptions{TopicTokens: 1, PartitionSources: []string{partSource},
-		Partitions: &ingress.Partitions{Count: partCount, Owned: all}})
+		Partitions: &route.Partitions{Count: partCount, Owned: all}})
 	nc := connect(t, s, "client")
 	ctx, cancel := context.WithTimeout(context.Background(), serveTimeout)
 	defer cancel()

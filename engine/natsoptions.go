@@ -6,6 +6,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // NATSOptions configure the NATS side of a served engine.
@@ -97,11 +98,11 @@ type NATSOptions struct {
 	MaxStreams    int
 	StreamIdle    time.Duration
 
-	// Partitions turns on partitioned ingest (docs/SCALE-OUT.md, ingress.Partitions): the engine
+	// Partitions turns on partitioned ingest (docs/SCALE-OUT.md, route.Partitions): the engine
 	// subscribes to the partitions it owns, "<prefix>.<p>.>", and stores partition p as queue p
 	// of its topic (every topic then has Partitions.Count queues). Subjects and QueueGroup must
 	// be empty.
-	Partitions *ingress.Partitions
+	Partitions *route.Partitions
 	// Replicated turns on replicated mode (docs/SCALE-OUT.md, ingress.ReplicatedSource): each
 	// owned partition is consumed from its replicated JetStream stream (RMQ_P<p>) through a
 	// durable consumer the partition's engines share, pinned to one of them at a time; the
@@ -118,7 +119,7 @@ type NATSOptions struct {
 	Ownership *Ownership
 	// PartitionSources are the subjects (each with one or more '*' key tokens) that the
 	// embedded server partitions into Partitions' namespace: the engine adds their mappings
-	// (ingress.PartitionMapping) to the embedded server's global account. Every other server
+	// (route.PartitionMapping) to the embedded server's global account. Every other server
 	// that accepts publishers must carry the same mappings (`engine partition-map` prints them).
 	PartitionSources []string
 }

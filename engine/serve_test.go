@@ -21,6 +21,7 @@ import (
 	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Integration tests of the served engine: a real embedded nats-server on a random loopback
@@ -280,7 +281,7 @@ func checkAcked(t testing.TB, e *Engine, acks []wire.Ack, want func(i int) *nats
 			fail("message %d: acked as a duplicate: %+v", i, a)
 			continue
 		}
-		topic, err := ingress.SubjectToTopic(m.Subject)
+		topic, err := route.SubjectToTopic(m.Subject)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rocketstore/engine/engine"
 	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // clearEnv unsets every ENGINE_* and NATS_* variable for the test (restored after it), so that
@@ -275,7 +276,7 @@ func TestConfigEveryKey(t *testing.T) {
 	wantN := engine.NATSOptions{
 		URL: "nats://a:4222,nats://b:4222", Listen: "127.0.0.1:4333", ServerConfig: filepath.Join(dir, "nats.conf"),
 		QueueGroup: "workers", TopicTokens: 1, QueuesPerTopic: 16,
-		Partitions:       &ingress.Partitions{Prefix: "rmq.q", Count: 16, Owned: []int{0, 1, 2, 3, 9}},
+		Partitions:       &route.Partitions{Prefix: "rmq.q", Count: 16, Owned: []int{0, 1, 2, 3, 9}},
 		PartitionSources: []string{"orders.*"},
 		Replicated:       &ingress.ReplicatedSource{StreamPrefix: "P_", Replicas: 5, MaxAge: 24 * time.Hour, PinnedTTL: 3 * time.Second, Consumer: "hot", Name: "e-1"},
 		Ownership:        &engine.Ownership{Bucket: "OWN", Replicas: 1, EngineID: "e-1"},

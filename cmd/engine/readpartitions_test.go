@@ -13,7 +13,7 @@ import (
 
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/internal/wire"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // exampleOwned are the example's partition sets (docs/SCALE-OUT.md, scripts/cluster-example.sh).
@@ -73,7 +73,7 @@ func startExampleCluster(t *testing.T) []string {
 func keyOfPartition(t *testing.T, p int) string {
 	t.Helper()
 	for i := range 100_000 {
-		if k := "k" + strconv.Itoa(i); ingress.PartitionOf(k, 64) == p {
+		if k := "k" + strconv.Itoa(i); route.PartitionOf(k, 64) == p {
 			return k
 		}
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/internal/wire"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // TestPartitionOfAgrees holds the client's partition function to the engine's (which a test in
@@ -15,7 +15,7 @@ func TestPartitionOfAgrees(t *testing.T) {
 	for _, count := range []int{1, 7, 64, 1024} {
 		for i := range 2000 {
 			key := fmt.Sprintf("key-%d-\xff%d", i, i*31)
-			if a, b := api.PartitionOf(key, count), ingress.PartitionOf(key, count); a != b {
+			if a, b := api.PartitionOf(key, count), route.PartitionOf(key, count); a != b {
 				t.Fatalf("%q mod %d: client %d, engine %d", key, count, a, b)
 			}
 		}

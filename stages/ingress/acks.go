@@ -58,7 +58,7 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 				continue
 			}
 			in.counters.failed[codeIndex(code)].Add(1)
-			if ok, held := in.failLog.allow(time.Now()); ok {
+			if ok, held := in.failLog.Allow(time.Now()); ok {
 				in.log.Warn().Err(r.Err).Int("code", code).Str("topic", r.Topic).Int64("more", held).
 					Msg("ingress: the store did not take a message")
 			}
@@ -118,7 +118,7 @@ func (in *Ingress) noteReject(subject string, err error) int {
 		ev.Str("error", clip(err.Error(), wire.MaxDescription)).Int("code", code).Str("subject", clip(subject, 256)).
 			Msg("ingress: message rejected")
 	}
-	if ok, held := in.rejectLog.allow(time.Now()); ok {
+	if ok, held := in.rejectLog.Allow(time.Now()); ok {
 		in.log.Warn().Str("error", clip(err.Error(), wire.MaxDescription)).Int("code", code).
 			Str("subject", clip(subject, 256)).Int64("more", held).
 			Msg("ingress: message rejected")
@@ -157,7 +157,7 @@ func (in *Ingress) replyError(reply string, code int, description string) {
 func (in *Ingress) publishReply(reply string, data []byte, sent *atomic.Int64) {
 	if err := in.cfg.Conn.Publish(reply, data); err != nil {
 		in.counters.replyFailures.Add(1)
-		if ok, held := in.replyLog.allow(time.Now()); ok {
+		if ok, held := in.replyLog.Allow(time.Now()); ok {
 			in.log.Warn().Err(err).Int64("more", held).Msg("ingress: a reply could not be published")
 		}
 		return

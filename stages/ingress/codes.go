@@ -8,17 +8,13 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Errors ingress returns for a message it refuses, always wrapped with the detail.
 var (
-	// ErrInvalidSubject: the subject cannot become a topic (empty, or its topic is too long), or
-	// it cannot be stored as the NATS_SUBJECT property.
-	ErrInvalidSubject = errors.New("ingress: invalid subject")
 	// ErrInvalidHeader: a header cannot become a property without loss; see the package doc.
 	ErrInvalidHeader = errors.New("ingress: invalid header")
-	// ErrNotMappedTopic: TopicToSubject was given a topic the mapping never produces.
-	ErrNotMappedTopic = errors.New("ingress: topic is not a mapped subject")
 	// ErrUnavailable: the store is not taking writes (not ready, closed, refusing writes). Stages
 	// that refuse a record may wrap it, or give their error a ReplyCode method (see ReplyCode).
 	ErrUnavailable = errors.New("ingress: store unavailable")
@@ -50,7 +46,7 @@ type ReplyCoder interface {
 // ReplyCode maps an error to the code of its error reply. It is the one place this mapping lives:
 //
 //   - an error in the chain with a ReplyCode() int method: that code
-//   - 400: ErrInvalidSubject, ErrInvalidHeader, commitlog.ErrInvalidTopic, ErrInvalidProperty,
+//   - 400: route.ErrInvalidSubject, ErrInvalidHeader, commitlog.ErrInvalidTopic, ErrInvalidProperty,
 //     ErrPropertiesTooLarge (the headers are what is too large: invalid input, not a big body)
 //   - 413: commitlog.ErrBodyTooLarge, ErrRecordTooLarge, ErrTooLarge (bigger than a segment)
 //   - 507: syscall.ENOSPC anywhere in the chain (checked before 503: a full disk says more)
@@ -64,7 +60,7 @@ func ReplyCode(err error) int {
 		return rc.ReplyCode()
 	}
 	switch {
-	case errors.Is(err, ErrInvalidSubject), errors.Is(err, ErrInvalidHeader),
+	case errors.Is(err, route.ErrInvalidSubject), errors.Is(err, ErrInvalidHeader),
 		errors.Is(err, commitlog.ErrInvalidTopic), errors.Is(err, commitlog.ErrInvalidProperty),
 		errors.Is(err, commitlog.ErrPropertiesTooLarge):
 		return wire.CodeInvalid

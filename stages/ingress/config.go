@@ -15,6 +15,7 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Defaults for the zero values of Config.
@@ -53,7 +54,7 @@ type Config struct {
 	// "$" (system and JetStream API subjects) are always excluded, whatever Exclude says.
 	Exclude func(subject string) bool
 
-	// TopicTokens selects the token rule (see Mapping); 0 is the default rule.
+	// TopicTokens selects the token rule (see route.Mapping); 0 is the default rule.
 	TopicTokens int
 	// QueuesPerTopic is how many queues each topic has; default 4.
 	QueuesPerTopic int
@@ -119,12 +120,12 @@ type Config struct {
 	// Restarted, when set, carries the dedupe window of publisher message ids across the
 	// engine's restart (RestartDedupe).
 	Restarted *RestartDedupe
-	// Partitions, when set, turns on partitioned ingest (partition.go, docs/SCALE-OUT.md): the
+	// Partitions, when set, turns on partitioned ingest (route.Partitions, docs/SCALE-OUT.md): the
 	// subscriptions are the owned partitions' ("<Prefix>.<p>.>"; Subjects must be empty), a
 	// message's queue is its partition, every topic has Partitions.Count queues
 	// (QueuesPerTopic must be 0 or that), and the stored NATS_SUBJECT is the subject the publisher
 	// used (the part after "<Prefix>.<p>."). Not with JetStream or QueueGroup.
-	Partitions *Partitions
+	Partitions *route.Partitions
 	// Replicated, with Partitions, turns on replicated mode (replicated.go): each owned
 	// partition is consumed from its replicated JetStream stream instead of subscribed to.
 	Replicated *ReplicatedSource
@@ -155,7 +156,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("ingress: Config.TopicTokens is %d, must be 0 or more", c.TopicTokens)
 	}
 	if c.Partitions != nil {
-		parts, err := c.Partitions.withDefaults()
+		parts, err := c.Partitions.Check()
 		if err != nil {
 			return c, err
 		}
@@ -184,10 +185,10 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.Subjects) == 0 && c.Partitions == nil {
 		c.Subjects = []string{">"} // partitioned ingest may own nothing yet (Dynamic)
 	}
-	if err := checkSubscriptions(c.Subjects); err != nil {
+	if err := route.CheckSubscriptions(c.Subjects); err != nil {
 		return c, err
 	}
-	if strings.IndexFunc(c.QueueGroup, func(r rune) bool { return r < utf8.RuneSelf && subjectSpace(byte(r)) }) >= 0 {
+	if strings.IndexFunc(c.QueueGroup, func(r rune) bool { return r < utf8.RuneSelf && route.SubjectSpace(byte(r)) }) >= 0 {
 		return c, fmt.Errorf("ingress: queue group %q has whitespace, which NATS refuses", c.QueueGroup)
 	}
 	if c.QueuesPerTopic <= 0 {

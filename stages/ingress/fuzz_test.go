@@ -13,6 +13,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // convert runs the conversion a worker applies to one message, without NATS: route (subject ->
@@ -21,8 +22,8 @@ import (
 // worker would send to Out, or the error it would reply with; the record is zero on error.
 func (w *worker) convert(m *nats.Msg, born int64) (stages.Record, error) {
 	in := w.in
-	rt := in.router.route(m.Subject)
-	j := job{msg: m, route: rt, queue: in.router.queue(m, rt)}
+	rt := in.router.Route(m.Subject)
+	j := job{msg: m, route: rt, queue: in.router.Queue(m, rt)}
 	if vals := batchedHeader(m); vals != nil && in.js == nil {
 		sh, err := parseSeqHeader(vals)
 		if err == nil && in.tracker == nil {
@@ -223,12 +224,12 @@ func checkConverted(t *testing.T, rec stages.Record, m *nats.Msg, tokens int, ba
 	}
 	head, tokenTags := m.Subject, ""
 	if tokens > 0 {
-		head, tokenTags = splitTokens(m.Subject, tokens)
+		head, tokenTags = splitTokensOracle(m.Subject, tokens)
 	}
-	if back, err := TopicToSubject(topic); err != nil || back != head {
+	if back, err := route.TopicToSubject(topic); err != nil || back != head {
 		t.Fatalf("topic %q maps back to %q (%v), want %q", topic, back, err, head)
 	}
-	if e := checkPublishedSubject(m.Subject); e != nil {
+	if e := route.CheckPublishedSubject(m.Subject); e != nil {
 		t.Fatalf("subject %q stored though %v", m.Subject, e)
 	}
 
@@ -345,7 +346,17 @@ func TestConvertErrorsAreClear(t *testing.T) {
 			t.Fatalf("%q -> topic %q", subject, rec.Topic)
 		}
 	}
-	if _, err := w.convert(&nats.Msg{Subject: "ok"}, 1); errors.Is(err, ErrInvalidSubject) {
+	if _, err := w.convert(&nats.Msg{Subject: "ok"}, 1); errors.Is(err, route.ErrInvalidSubject) {
 		t.Fatal(err)
 	}
+}
+
+// splitTokensOracle cuts subject after its n-th token, as the token rule does (route.Mapping),
+// written independently of it: head holds the first n tokens, tail the rest.
+func splitTokensOracle(subject string, n int) (head, tail string) {
+	toks := strings.SplitN(subject, ".", n+1)
+	if len(toks) <= n {
+		return subject, ""
+	}
+	return strings.Join(toks[:n], "."), toks[n]
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Moving a partition between engines (docs/SCALE-OUT.md, "Moving a partition"). The engine that
@@ -24,6 +26,10 @@ var errFence = errors.New("ingress: fence")
 
 // errReplicatedMove: in replicated mode a partition's engines share its consumer; the pin moves.
 var errReplicatedMove = errors.New("ingress: replicated mode: a partition moves with its consumer's pin, not by handoff")
+
+// ErrNotOwned: a message for a partition this engine does not own (503: the owner may come back,
+// or the partition may move here; the publisher retries).
+var ErrNotOwned = fmt.Errorf("%w: partition not owned by this engine", ErrUnavailable)
 
 // ErrNotPartitioned: AddPartition or RemovePartition without partitioned ingest.
 var ErrNotPartitioned = errors.New("ingress: not partitioned (Config.Partitions)")
@@ -50,16 +56,16 @@ func (in *Ingress) AddPartition(ctx context.Context, part int) error {
 	}
 	in.partMu.Lock()
 	defer in.partMu.Unlock()
-	if p.owns(part) {
+	if p.Owns(part) {
 		return nil
 	}
-	p.owned[part].Store(true)
-	s, err := in.subscribeOne(PartitionSubject(p.Prefix, part) + ".>")
+	p.SetOwned(part, true)
+	s, err := in.subscribeOne(route.PartitionSubject(p.Prefix, part) + ".>")
 	if err == nil {
 		err = in.confirm(ctx)
 	}
 	if err != nil {
-		p.owned[part].Store(false)
+		p.SetOwned(part, false)
 		if s != nil {
 			in.dropSubscription(s)
 		}
@@ -84,10 +90,10 @@ func (in *Ingress) RemovePartition(ctx context.Context, part int) error {
 	}
 	in.partMu.Lock()
 	defer in.partMu.Unlock()
-	if part < 0 || part >= p.Count || !p.owns(part) {
+	if part < 0 || part >= p.Count || !p.Owns(part) {
 		return nil
 	}
-	subject := PartitionSubject(p.Prefix, part) + ".>"
+	subject := route.PartitionSubject(p.Prefix, part) + ".>"
 	var s *subscription
 	for _, c := range in.subscriptions() {
 		if c.sub.Subject == subject {
@@ -105,7 +111,7 @@ func (in *Ingress) RemovePartition(ctx context.Context, part int) error {
 		}
 		in.dropSubscription(s)
 	}
-	p.owned[part].Store(false)
+	p.SetOwned(part, false)
 	return in.fenceWorkers(ctx)
 }
 

@@ -11,10 +11,11 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // PropNatsSubject is the property that keeps a record's NATS subject.
-const PropNatsSubject = "NATS_SUBJECT"
+const PropNatsSubject = route.PropNatsSubject
 
 // reservedProps are property names a header may not take: the ones this package sets
 // (NATS_SUBJECT, UNIQ_KEY, KEYS, TAGS), the ones the store writes or reads (__CRC32#, CLUSTER,
@@ -83,19 +84,19 @@ type propBuilder struct {
 
 // build returns the properties of m (valid until the next build) and its dedupe id (the
 // Nats-Msg-Id, "" when the UNIQ_KEY was generated). The error wraps ErrInvalidHeader or
-// ErrInvalidSubject and says what to change.
-func (b *propBuilder) build(m *nats.Msg, rt *route) (props []byte, msgID string, err error) {
+// route.ErrInvalidSubject and says what to change.
+func (b *propBuilder) build(m *nats.Msg, rt *route.Route) (props []byte, msgID string, err error) {
 	return b.buildWith(m, rt, nil)
 }
 
 // buildWith is build for a message of a batched-ack stream when seq is not nil: its Rs-Seq header
 // is not stored, and without a Nats-Msg-Id its UNIQ_KEY is "<stream>:<seq>" (batched.go), for
 // which it returns msgID "".
-func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *wire.SeqHeader) (props []byte, msgID string, err error) {
+func (b *propBuilder) buildWith(m *nats.Msg, rt *route.Route, seq *wire.SeqHeader) (props []byte, msgID string, err error) {
 	h := m.Header
 	subject := m.Subject
-	if rt.stored != "" {
-		subject = rt.stored
+	if rt.Stored != "" {
+		subject = rt.Stored
 	}
 	buf := commitlog.AppendProperty(b.buf[:0], PropNatsSubject, subject)
 	uniqAt := len(buf) + len(commitlog.PropUniqKey) + 1 // where the UNIQ_KEY's value starts
@@ -144,7 +145,7 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *wire.SeqHeader) (pr
 		buf = append(buf, commitlog.PropertySeparator)
 	}
 
-	tagsValue := rt.tags
+	tagsValue := rt.Tags
 	if tags := h[b.tagsHdr]; len(tags) > 0 {
 		if len(tags) > 1 {
 			return nil, "", fmt.Errorf("%w: %s has %d values; TAGS holds one", ErrInvalidHeader,
@@ -155,8 +156,8 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route, seq *wire.SeqHeader) (pr
 		}
 		buf = commitlog.AppendProperty(buf, commitlog.PropTags, tags[0])
 		tagsValue = tags[0]
-	} else if rt.tags != "" {
-		buf = commitlog.AppendProperty(buf, commitlog.PropTags, rt.tags)
+	} else if rt.Tags != "" {
+		buf = commitlog.AppendProperty(buf, commitlog.PropTags, rt.Tags)
 	}
 
 	names := b.names[:0]

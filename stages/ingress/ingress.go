@@ -17,6 +17,8 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/internal/bounded"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // subscribeTimeout bounds how long Run waits for the server to confirm the subscriptions.
@@ -31,14 +33,14 @@ const subscribeTimeout = 10 * time.Second
 type Ingress struct {
 	cfg     Config
 	log     zerolog.Logger
-	router  *router
+	router  *route.Router
 	workers []*worker
 	done    func(*stages.Batch) // in.ackBatch, bound once: every batch carries it without a new closure
 
 	counters  counters
-	rejectLog logLimiter
-	failLog   logLimiter
-	replyLog  logLimiter
+	rejectLog bounded.LogLimiter
+	failLog   bounded.LogLimiter
+	replyLog  bounded.LogLimiter
 	replyBufs sync.Pool // *[]byte for reply JSON
 
 	started  atomic.Bool
@@ -84,10 +86,10 @@ func New(cfg Config) (*Ingress, error) {
 	in := &Ingress{
 		cfg:       cfg,
 		log:       cfg.Logger.With().Str("stage", "ingress").Logger(),
-		router:    newRouter(Mapping{TopicTokens: cfg.TopicTokens}, cfg.QueuesPerTopic, cfg.QueueKeyHeader, cfg.SubjectCache, cfg.Partitions),
-		rejectLog: logLimiter{interval: cfg.LogInterval},
-		failLog:   logLimiter{interval: cfg.LogInterval},
-		replyLog:  logLimiter{interval: cfg.LogInterval},
+		router:    route.NewRouter(route.Mapping{TopicTokens: cfg.TopicTokens}, cfg.QueuesPerTopic, cfg.QueueKeyHeader, cfg.SubjectCache, cfg.Partitions),
+		rejectLog: bounded.LogLimiter{Interval: cfg.LogInterval},
+		failLog:   bounded.LogLimiter{Interval: cfg.LogInterval},
+		replyLog:  bounded.LogLimiter{Interval: cfg.LogInterval},
 		replyBufs: sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }},
 		stop:      make(chan struct{}),
 		ready:     make(chan struct{}),
@@ -123,7 +125,7 @@ func (in *Ingress) Subjects() []string {
 	if p := in.cfg.Partitions; p != nil {
 		var out []string
 		for _, o := range p.OwnedNow() {
-			out = append(out, PartitionSubject(p.Prefix, o)+".>")
+			out = append(out, route.PartitionSubject(p.Prefix, o)+".>")
 		}
 		return out
 	}
@@ -132,7 +134,7 @@ func (in *Ingress) Subjects() []string {
 
 // Partitions is the partitioned-ingest configuration (nil when not partitioned); its OwnedNow
 // follows the handoffs.
-func (in *Ingress) Partitions() *Partitions { return in.cfg.Partitions }
+func (in *Ingress) Partitions() *route.Partitions { return in.cfg.Partitions }
 
 // Ready is closed once the subscriptions are live at the server: messages published after it
 // are received. It is never closed if Run fails before that.
@@ -271,13 +273,13 @@ func (in *Ingress) onMsg(m *nats.Msg) {
 			return
 		}
 	}
-	rt := in.router.route(m.Subject)
-	if rt.partition >= 0 && !in.cfg.Partitions.owns(int(rt.partition)) {
-		in.reject(m, in.notOwned(int(rt.partition), rt.stored))
+	rt := in.router.Route(m.Subject)
+	if rt.Partition >= 0 && !in.cfg.Partitions.Owns(int(rt.Partition)) {
+		in.reject(m, in.notOwned(int(rt.Partition), rt.Stored))
 		return
 	}
-	q := in.router.queue(m, rt)
-	w := in.workers[rt.worker(q, len(in.workers))]
+	q := in.router.Queue(m, rt)
+	w := in.workers[rt.Worker(q, len(in.workers))]
 	if j := (job{msg: m, route: rt, queue: q}); !in.send(w, j) {
 		in.answerStopped(&j)
 	}
@@ -320,10 +322,10 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 	}
 	in.counters.received.Add(int64(len(entries) - 1))
 	in.tracker.counters.packs.Add(1)
-	rt := in.router.route(m.Subject)
-	if rt.partition >= 0 && !in.cfg.Partitions.owns(int(rt.partition)) {
+	rt := in.router.Route(m.Subject)
+	if rt.Partition >= 0 && !in.cfg.Partitions.Owns(int(rt.Partition)) {
 		in.recycleEntries(entries)
-		in.reject(m, in.notOwned(int(rt.partition), rt.stored))
+		in.reject(m, in.notOwned(int(rt.Partition), rt.Stored))
 		return
 	}
 	pk := &packInfo{SeqHeader: sh, recv: in.tracker.recv.set(sh.Stream), entries: entries}
@@ -334,11 +336,11 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 	// batch's worth, which bounds what one inbox slot holds.
 	sticky := int32(-1)
 	queueOf := func(e *nats.Msg) int32 {
-		if q, ok := in.router.keyedQueue(e, rt); ok {
+		if q, ok := in.router.KeyedQueue(e, rt); ok {
 			return q
 		}
 		if sticky < 0 {
-			sticky = in.router.nextQueue(rt)
+			sticky = in.router.NextQueue(rt)
 		}
 		return sticky
 	}
@@ -352,7 +354,7 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 			}
 			end++
 		}
-		w := in.workers[rt.worker(q, len(in.workers))]
+		w := in.workers[rt.Worker(q, len(in.workers))]
 		if !in.send(w, job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.Seq + uint64(i), count: int32(end - i)}) {
 			// This run and every one after it are refused to the stream, in its acks.
 			rest := job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.Seq + uint64(i), count: int32(len(entries) - i)}

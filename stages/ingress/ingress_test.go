@@ -15,6 +15,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 func TestRequestReplyAck(t *testing.T) {
@@ -34,7 +35,7 @@ func TestRequestReplyAck(t *testing.T) {
 	for i, a := range acks {
 		want := wire.Ack{
 			Topic:           "orders_eu",
-			QueueID:         HashQueue("OrderID188", DefaultQueuesPerTopic),
+			QueueID:         route.HashQueue("OrderID188", DefaultQueuesPerTopic),
 			QueueOffset:     int64(i),
 			MsgID:           commitlog.OffsetMsgID(testStoreHost, recs[i].meta.PhysOffset),
 			CommitLogOffset: recs[i].meta.PhysOffset,
@@ -89,7 +90,7 @@ func TestHeadersBecomeProperties(t *testing.T) {
 	}
 	r := recs[0].rec
 	if r.Topic != "shop_orders_paid" || string(r.Body) != `{"amount":12}` || r.BornHost != testBornHost ||
-		r.StoreHost != testStoreHost || r.QueueID != HashQueue("OrderID188", 4) || r.BornTimestamp == 0 {
+		r.StoreHost != testStoreHost || r.QueueID != route.HashQueue("OrderID188", 4) || r.BornTimestamp == 0 {
 		t.Fatalf("record fields: %+v", r)
 	}
 	got := commitlog.Properties(r.Properties).Map()

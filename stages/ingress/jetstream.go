@@ -113,7 +113,7 @@ func (in *Ingress) pull(ctx context.Context) {
 		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
 			!errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
-			if ok, held := in.replyLog.allow(time.Now()); ok {
+			if ok, held := in.replyLog.Allow(time.Now()); ok {
 				in.log.Warn().Err(err).Int64("more", held).Msg("ingress: jetstream pull failed; retrying")
 			}
 			select { // a pull that failed at once must not spin
@@ -161,7 +161,7 @@ func (in *Ingress) settleJetStream(m *nats.Msg, err error) {
 	}
 	if aerr != nil {
 		in.counters.replyFailures.Add(1)
-		if ok, held := in.replyLog.allow(time.Now()); ok {
+		if ok, held := in.replyLog.Allow(time.Now()); ok {
 			in.log.Warn().Err(aerr).Int64("more", held).Msg("ingress: a jetstream ack could not be sent")
 		}
 	}

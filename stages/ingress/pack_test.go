@@ -14,6 +14,7 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // packEntry is one entry to encode in a test pack.
@@ -211,7 +212,7 @@ func TestPackRuns(t *testing.T) {
 		p, i := int(seq-1)/count, int(seq-1)%count
 		q := r.rec.QueueID
 		if k, ok := keyed[i]; ok {
-			if want := HashQueue(k, 4); q != want {
+			if want := route.HashQueue(k, 4); q != want {
 				t.Errorf("seq %d (key %s) in queue %d, want %d", seq, k, q, want)
 			}
 		} else if s, ok := sticky[p]; !ok {

@@ -7,6 +7,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/javahash"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // packTemplate encodes the entries of a pack that carry no headers of their own (what a
@@ -20,7 +21,7 @@ type packTemplate struct {
 	// The template holds for entries of pack, routed by route, in a batch born at born: the
 	// rest of what a record holds is the worker's configuration, which does not change.
 	pack  *packInfo
-	route *route
+	route *route.Route
 	born  int64
 	rec   commitlog.RecordTemplate
 	// index is the first entry's; when it holds the unique key's hash (Hashes[0]), uniqHash is
@@ -40,7 +41,7 @@ func templated(j *job, seq *wire.SeqHeader) bool {
 }
 
 // holds says whether t is the template of an entry of pack, routed by rt, born at born.
-func (t *packTemplate) holds(pack *packInfo, rt *route, born int64) bool {
+func (t *packTemplate) holds(pack *packInfo, rt *route.Route, born int64) bool {
 	return t.pack == pack && t.route == rt && t.born == born && t.rec.Ok()
 }
 
@@ -58,7 +59,7 @@ func (t *packTemplate) reset(j *job, born int64, seq *wire.SeqHeader, rec, props
 	}
 	t.pack, t.route, t.born, t.index = j.pack, j.route, born, b.index
 	if t.index.Known && t.index.NHashes > 0 {
-		t.uniqHash = javahash.Continue(j.route.indexPrefix, seq.Stream)
+		t.uniqHash = javahash.Continue(j.route.IndexPrefix, seq.Stream)
 		t.uniqHash = javahash.Continue(t.uniqHash, ":")
 	}
 }
@@ -80,7 +81,7 @@ func (w *worker) fromTemplate(r *stages.Record, j *job, seq *wire.SeqHeader) err
 	}
 	w.keep(free, rec)
 	r.Bytes = rec[:len(rec):len(rec)]
-	r.Topic, r.QueueID, r.PropCRC = j.route.topic, j.queue, w.in.cfg.Encode.PropCRC
+	r.Topic, r.QueueID, r.PropCRC = j.route.Topic, j.queue, w.in.cfg.Encode.PropCRC
 	r.Reply, r.Index = j.msg.Reply, t.index
 	if t.index.Known && t.index.NHashes > 0 {
 		r.Index.Hashes[0] = javahash.IndexHash(javahash.ContinueBytes(t.uniqHash, t.digits))

@@ -54,7 +54,7 @@ func TestPackTemplateMatchesFullEncoding(t *testing.T) {
 					t.Fatal(err)
 				}
 				pk := &packInfo{SeqHeader: sh}
-				rt := r.route(c.subject)
+				rt := r.Route(c.subject)
 				for i := range msgs {
 					j := &job{msg: &msgs[i], route: rt, queue: int32(i % 4), pack: pk, seq: c.first + uint64(i)}
 					s := pk.entrySeq(c.first + uint64(i))

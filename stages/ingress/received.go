@@ -1,6 +1,10 @@
 package ingress
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/rocketstore/engine/stages/ingress/internal/bounded"
+)
 
 // received is, per batched-ack stream, the set of sequences a copy of which has entered the
 // pipeline (and was not refused since): the stream's dedupe, in place of the appender's window of
@@ -21,7 +25,7 @@ import "sync"
 // that then overtakes its own original (still on its way, not yet in the IndexFile) could be
 // stored twice; that takes more than MaxStreams streams active at once.
 type received struct {
-	table *boundedCache[string, *recvSet]
+	table *bounded.Cache[string, *recvSet]
 	ahead int
 }
 
@@ -33,11 +37,11 @@ type recvSet struct {
 }
 
 func newReceived(streams, ahead int) *received {
-	return &received{table: newBoundedCache[string, *recvSet](streams), ahead: ahead}
+	return &received{table: bounded.NewCache[string, *recvSet](streams), ahead: ahead}
 }
 
 func (r *received) set(stream string) *recvSet {
-	return r.table.getOrMake(stream, func(string) *recvSet { return &recvSet{seqs: seqSet{max: r.ahead}} })
+	return r.table.GetOrMake(stream, func(string) *recvSet { return &recvSet{seqs: seqSet{max: r.ahead}} })
 }
 
 // seen says whether a copy of seq entered the pipeline, or seq is at or below floor (answered
@@ -70,7 +74,7 @@ func (s *recvSet) release(seq uint64) {
 
 // release forgets a claim of stream's seq, if the stream is still in the table.
 func (r *received) release(stream string, seq uint64) {
-	if s, ok := r.table.get(stream); ok {
+	if s, ok := r.table.Get(stream); ok {
 		s.release(seq)
 	}
 }

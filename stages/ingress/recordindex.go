@@ -7,6 +7,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/javahash"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // recordIndex works out, while the properties are built, what dispatch needs of the record:
@@ -18,8 +19,8 @@ import (
 // topic without delay levels (the schedule topic's tag code is a delivery time), and at most one
 // key (KEYS is split at spaces, and a key header may have several values). Other records are
 // read back, as before.
-func recordIndex(rt *route, uniq []byte, keys []string, tags string) stages.RecordIndex {
-	if rt.topic == commitlog.ScheduleTopic || len(keys) > 1 || (len(keys) == 1 && strings.IndexByte(keys[0], ' ') >= 0) {
+func recordIndex(rt *route.Route, uniq []byte, keys []string, tags string) stages.RecordIndex {
+	if rt.Topic == commitlog.ScheduleTopic || len(keys) > 1 || (len(keys) == 1 && strings.IndexByte(keys[0], ' ') >= 0) {
 		return stages.RecordIndex{}
 	}
 	x := stages.RecordIndex{Known: true}
@@ -27,11 +28,11 @@ func recordIndex(rt *route, uniq []byte, keys []string, tags string) stages.Reco
 		x.TagsCode = javahash.TagsCode(tags)
 	}
 	if len(uniq) > 0 {
-		x.Hashes[x.NHashes] = indexfile.KeyHashBytes(rt.indexPrefix, uniq)
+		x.Hashes[x.NHashes] = indexfile.KeyHashBytes(rt.IndexPrefix, uniq)
 		x.NHashes++
 	}
 	if len(keys) == 1 && keys[0] != "" {
-		x.Hashes[x.NHashes] = javahash.IndexHash(javahash.Continue(rt.indexPrefix, keys[0]))
+		x.Hashes[x.NHashes] = javahash.IndexHash(javahash.Continue(rt.IndexPrefix, keys[0]))
 		x.NHashes++
 	}
 	return x

@@ -38,9 +38,9 @@ func TestRecordIndexMatchesTheRecord(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			b := testBuilder()
-			rt := testRouter(c.tokens).route(c.subject)
-			if rt.err != nil {
-				t.Fatal(rt.err)
+			rt := testRouter(c.tokens).Route(c.subject)
+			if rt.Err != nil {
+				t.Fatal(rt.Err)
 			}
 			props, _, err := b.buildWith(msgWith(c.subject, c.hdr), rt, c.seq)
 			if err != nil {
@@ -61,7 +61,7 @@ func TestRecordIndexMatchesTheRecord(t *testing.T) {
 			var hashes []int32
 			for _, k := range append([]string{string(d.UniqKey)}, strings.Split(string(d.Keys), " ")...) {
 				if k != "" {
-					hashes = append(hashes, indexfile.KeyHash(rt.topic, k))
+					hashes = append(hashes, indexfile.KeyHash(rt.Topic, k))
 				}
 			}
 			if got.TagsCode != tags || fmt.Sprint(got.Hashes[:got.NHashes]) != fmt.Sprint(hashes) {

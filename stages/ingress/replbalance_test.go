@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 func members(n int, parts []int) []replMember {
@@ -37,7 +39,7 @@ func loads(a map[int]string) map[string]int {
 // TestAssignPartitionsSpread: every partition goes to one member and none takes more than its
 // share, ceil(P / members), for P and member counts around the example's (64 over 3).
 func TestAssignPartitionsSpread(t *testing.T) {
-	for _, p := range []int{1, 7, 8, 64, 100, MaxPartitions} {
+	for _, p := range []int{1, 7, 8, 64, 100, route.MaxPartitions} {
 		for n := 1; n <= 9; n++ {
 			ms := members(n, seq(p))
 			a := assignPartitions(seq(p), ms)

@@ -18,6 +18,8 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/internal/bounded"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Replicated mode (docs/SCALE-OUT.md, "Replicated mode"). Each partition is a replicated (R3)
@@ -155,8 +157,8 @@ type replicated struct {
 	members *replMembers
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
-	waitLog logLimiter // "still waiting for JetStream" lines
-	beatLog logLimiter // heartbeats that are not
+	waitLog bounded.LogLimiter // "still waiting for JetStream" lines
+	beatLog bounded.LogLimiter // heartbeats that are not
 
 	// settled is closed once the live engines have been found and the partitions assigned;
 	// opened once every partition's stream and consumer are open; started once both are.
@@ -206,7 +208,7 @@ func (in *Ingress) startReplicated(context.Context) error {
 	self := replMember{Name: src.Name, Nonce: rand.Text(), Parts: owned}
 	r := &replicated{in: in, src: src, js: js, parts: map[int]*replPartition{}, stop: stop,
 		members: newReplMembers(self, src.MembersSubject(), src.Heartbeat),
-		waitLog: logLimiter{interval: waitLogEvery}, beatLog: logLimiter{interval: waitLogEvery}, settled: make(chan struct{}), opened: make(chan struct{}),
+		waitLog: bounded.LogLimiter{Interval: waitLogEvery}, beatLog: bounded.LogLimiter{Interval: waitLogEvery}, settled: make(chan struct{}), opened: make(chan struct{}),
 		started: make(chan struct{})}
 	for _, p := range owned {
 		r.parts[p] = newReplPartition(r, p)
@@ -271,7 +273,7 @@ func (r *replicated) openAll(ctx context.Context, owned []int) {
 					return
 				}
 				line <- p
-				if ok, held := r.waitLog.allow(time.Now()); ok {
+				if ok, held := r.waitLog.Allow(time.Now()); ok {
 					r.in.log.Warn().Err(err).Int64("partitions_waiting", left.Load()).Int("of", len(owned)).
 						Int64("attempts_not_logged", held).Dur("retry_in", pause).
 						Msg("ingress: replicated: waiting for JetStream (a cluster still forming answers late); retrying, logged at most every 10s")
@@ -319,7 +321,7 @@ func (rp *replPartition) open(ctx context.Context) error {
 	if errors.Is(err, jetstream.ErrStreamNotFound) && !src.NoCreate {
 		stream, err = RetryPlacement(ctx, func() (jetstream.Stream, error) {
 			return r.js.CreateStream(ctx, jetstream.StreamConfig{
-				Name: name, Subjects: []string{PartitionSubject(prefix, p) + ".>"},
+				Name: name, Subjects: []string{route.PartitionSubject(prefix, p) + ".>"},
 				Storage: jetstream.FileStorage, Replicas: src.Replicas, Retention: jetstream.LimitsPolicy,
 				MaxAge: src.MaxAge, Duplicates: 2 * time.Minute,
 			})
@@ -373,19 +375,19 @@ func (in *Ingress) stopReplicated() {
 // refused, counted, and done: it is in the stream, it will never be stored here.
 func (in *Ingress) onReplicated(ctx context.Context, m *nats.Msg, meta *replMeta) error {
 	in.counters.received.Add(1)
-	rt := in.router.route(m.Subject)
-	err := rt.err
-	if err == nil && int(rt.partition) != meta.part.part {
-		err = fmt.Errorf("%w: %q in the stream of partition %d", ErrInvalidSubject, m.Subject, meta.part.part)
+	rt := in.router.Route(m.Subject)
+	err := rt.Err
+	if err == nil && int(rt.Partition) != meta.part.part {
+		err = fmt.Errorf("%w: %q in the stream of partition %d", route.ErrInvalidSubject, m.Subject, meta.part.part)
 	}
 	if err != nil {
 		in.noteReject(m.Subject, err)
 		meta.part.doneOne(meta.seq, meta.ack)
 		return nil
 	}
-	w := in.workers[rt.worker(rt.partition, len(in.workers))]
+	w := in.workers[rt.Worker(rt.Partition, len(in.workers))]
 	select {
-	case w.jobs <- job{msg: m, route: rt, queue: rt.partition, repl: meta}:
+	case w.jobs <- job{msg: m, route: rt, queue: rt.Partition, repl: meta}:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -407,7 +409,7 @@ func (w *worker) replicatedRecord(j *job) stages.Record {
 	w.props.extra = w.props.extra[:0]
 	if err != nil {
 		w.in.noteReject(j.msg.Subject, err)
-		return stages.Record{Topic: j.route.topic, QueueID: j.queue, Err: err, Ctx: meta}
+		return stages.Record{Topic: j.route.Topic, QueueID: j.queue, Err: err, Ctx: meta}
 	}
 	rec.MsgID, rec.Reply, rec.Ctx, rec.StoreTimestamp = "", "", meta, meta.ts
 	return rec

@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // The live set of replicated mode (replbalance.go). Every engine that shares a consumer publishes
@@ -56,12 +58,12 @@ func decodeBeat(data []byte) (replMember, error) {
 			return replMember{}, fmt.Errorf("replicated heartbeat: %s %.40q: want 1 to %d bytes of UTF-8 without '/'", f.what, f.v, maxMemberName)
 		}
 	}
-	if len(m.Parts) > MaxPartitions {
-		return replMember{}, fmt.Errorf("replicated heartbeat: %d partitions, more than %d", len(m.Parts), MaxPartitions)
+	if len(m.Parts) > route.MaxPartitions {
+		return replMember{}, fmt.Errorf("replicated heartbeat: %d partitions, more than %d", len(m.Parts), route.MaxPartitions)
 	}
 	for i, p := range m.Parts {
-		if p < 0 || p >= MaxPartitions || i > 0 && p <= m.Parts[i-1] {
-			return replMember{}, fmt.Errorf("replicated heartbeat: partitions not ascending within 0..%d at %d", MaxPartitions-1, i)
+		if p < 0 || p >= route.MaxPartitions || i > 0 && p <= m.Parts[i-1] {
+			return replMember{}, fmt.Errorf("replicated heartbeat: partitions not ascending within 0..%d at %d", route.MaxPartitions-1, i)
 		}
 	}
 	return m, nil
@@ -159,7 +161,7 @@ func (r *replicated) balance(ctx context.Context) {
 	sub, err := nc.Subscribe(ms.subject, func(msg *nats.Msg) {
 		m, err := decodeBeat(msg.Data)
 		if err != nil {
-			if ok, held := r.beatLog.allow(time.Now()); ok {
+			if ok, held := r.beatLog.Allow(time.Now()); ok {
 				r.in.log.Warn().Err(err).Str("subject", msg.Subject).Int64("more", held).
 					Msg("ingress: replicated: a heartbeat that is not one; ignored (logged at most every 10s)")
 			}

@@ -321,7 +321,7 @@ func (rp *replPartition) deliver(ctx context.Context, subject string, hdr nats.H
 	m := &nats.Msg{Subject: subject, Header: hdr, Data: data}
 	meta := &replMeta{part: rp, seq: seq, ts: ts.UnixMilli(), ack: ack}
 	if seq <= rp.skipTo {
-		if rt := rp.r.in.router.route(subject); rt.err == nil && rp.r.src.Found(rt.topic, replUniqKey(m, rp.r.src.StreamName(rp.part), seq)) {
+		if rt := rp.r.in.router.Route(subject); rt.Err == nil && rp.r.src.Found(rt.Topic, replUniqKey(m, rp.r.src.StreamName(rp.part), seq)) {
 			rp.doneOne(seq, ack)
 			return nil
 		}

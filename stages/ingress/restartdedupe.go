@@ -41,7 +41,7 @@ type restartLookups struct {
 func (w *worker) answeredFromStore(j *job) bool {
 	in := w.in
 	d := in.cfg.Restarted
-	if d == nil || in.js != nil || j.msg.Header == nil || j.route.err != nil || in.restart.over.Load() {
+	if d == nil || in.js != nil || j.msg.Header == nil || j.route.Err != nil || in.restart.over.Load() {
 		return false
 	}
 	ids := j.msg.Header[nats.MsgIdHdr]
@@ -53,7 +53,7 @@ func (w *worker) answeredFromStore(j *job) bool {
 		return false
 	}
 	in.restart.lookups.Add(1)
-	at, ok := d.Lookup(j.route.topic, ids[0])
+	at, ok := d.Lookup(j.route.Topic, ids[0])
 	if !ok {
 		return false
 	}
@@ -61,7 +61,7 @@ func (w *worker) answeredFromStore(j *job) bool {
 	if j.msg.Reply == "" || in.cfg.NoReply {
 		return true
 	}
-	r := stages.Record{Topic: j.route.topic, QueueID: at.QueueID, QueueOffset: at.QueueOffset,
+	r := stages.Record{Topic: j.route.Topic, QueueID: at.QueueID, QueueOffset: at.QueueOffset,
 		PhysOffset: at.PhysOffset, StoreTimestamp: at.StoreTimestamp, Duplicate: true}
 	buf := appendRecordAck(nil, &r, in.cfg.StoreHost)
 	in.publishReply(j.msg.Reply, buf, &in.counters.acks)

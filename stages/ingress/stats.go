@@ -65,8 +65,8 @@ func (in *Ingress) Stats() Stats {
 		AcksSent:           c.acks.Load(),
 		ErrorReplies:       c.errReplies.Load(),
 		ReplyFailures:      c.replyFailures.Load(),
-		CachedSubjects:     in.router.subjects.len(),
-		CacheEvictions:     in.router.subjects.evictions.Load(),
+		CachedSubjects:     in.router.Cached(),
+		CacheEvictions:     in.router.Evictions(),
 		RestartLookups:     in.restart.lookups.Load(),
 		RestartDuplicates:  in.restart.found.Load(),
 	}

@@ -94,7 +94,7 @@ func (t *tracker) offer(b *stages.Batch) {
 		t.releaseRefused(b)
 		t.in.recycle(b)
 		t.counters.overflow.Add(1)
-		if ok, held := t.in.failLog.allow(time.Now()); ok {
+		if ok, held := t.in.failLog.Allow(time.Now()); ok {
 			t.in.log.Warn().Int("queue", cap(t.batches)).Int64("more", held).
 				Msg("ingress: the batched-ack tracker is behind; a batch is not tracked (its publishers resend)")
 		}
@@ -381,7 +381,7 @@ func (t *tracker) publish(s *stream) {
 func (t *tracker) send(subject string, data []byte) {
 	if err := t.in.cfg.Conn.Publish(subject, data); err != nil {
 		t.counters.publishFailures.Add(1)
-		if ok, held := t.in.replyLog.allow(time.Now()); ok {
+		if ok, held := t.in.replyLog.Allow(time.Now()); ok {
 			t.in.log.Warn().Err(err).Int64("more", held).Msg("ingress: a batched ack could not be published")
 		}
 		return

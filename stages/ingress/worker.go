@@ -9,6 +9,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // recordSlack bounds how much longer a record is than its body, topic and properties: 91 fixed
@@ -19,7 +20,7 @@ const recordSlack = 91 + 24 + 1 + 21
 // job is one message on its way from the callback to its worker.
 type job struct {
 	msg   *nats.Msg
-	route *route
+	route *route.Route
 	queue int32
 	// count, for a pack entry, is how many entries from msg on (consecutive in the pack's
 	// entries, and in sequence) the job carries: a run that goes to one queue (onPack). 0 is
@@ -275,8 +276,8 @@ func (w *worker) encodeSeq(j *job, born int64, seq *wire.SeqHeader) (stages.Reco
 // left as it may be.
 func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *wire.SeqHeader) error {
 	rt := j.route
-	if rt.err != nil {
-		return rt.err
+	if rt.Err != nil {
+		return rt.Err
 	}
 	tmpl := templated(j, seq)
 	if tmpl && w.tmpl.holds(j.pack, rt, born) {
@@ -294,7 +295,7 @@ func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *wire.SeqH
 	// encoding's time (a large struct to zero and copy). Only these fields are ever set; the
 	// others stay zero, as a record from NATS has them.
 	m := &w.msg
-	m.Topic, m.QueueID, m.BornTimestamp = rt.topic, j.queue, born
+	m.Topic, m.QueueID, m.BornTimestamp = rt.Topic, j.queue, born
 	m.BornHost, m.StoreHost = cfg.BornHost, cfg.StoreHost
 	m.Body, m.Properties = j.msg.Data, props
 	free := w.arenaTail(len(m.Body) + len(m.Topic) + len(props) + recordSlack)
@@ -311,7 +312,7 @@ func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *wire.SeqH
 		w.tmpl.reset(j, born, seq, rec, props, &w.props, *cfg.Encode)
 	}
 	r.Bytes = rec[:len(rec):len(rec)] // capped: an append must never run into the next record
-	r.Topic, r.QueueID, r.PropCRC = rt.topic, j.queue, cfg.Encode.PropCRC
+	r.Topic, r.QueueID, r.PropCRC = rt.Topic, j.queue, cfg.Encode.PropCRC
 	r.MsgID, r.Reply, r.Index = msgID, j.msg.Reply, w.props.index
 	if w.in.js != nil {
 		// The reply subject is JetStream's ack subject: the message itself is settled instead.

@@ -35,15 +35,15 @@ func (w *worker) batched(rec *stages.Record, j *job, born int64, sh wire.SeqHead
 		}
 		return true
 	}
-	if sh.Resend && t.cfg.Lookup != nil && j.route.err == nil && len(ids) < 2 {
+	if sh.Resend && t.cfg.Lookup != nil && j.route.Err == nil && len(ids) < 2 {
 		id := wire.DerivedMsgID(sh.Stream, sh.Seq)
 		if len(ids) == 1 {
 			id = ids[0]
 		}
 		t.counters.lookups.Add(1)
-		if at, found := t.cfg.Lookup(j.route.topic, id); found {
+		if at, found := t.cfg.Lookup(j.route.Topic, id); found {
 			t.counters.lookupHits.Add(1)
-			*rec = stages.Record{Topic: j.route.topic, QueueID: at.QueueID, MsgID: id,
+			*rec = stages.Record{Topic: j.route.Topic, QueueID: at.QueueID, MsgID: id,
 				Err: &storedBefore{at: at}, Ctx: newMeta(metas, n, sh, m.Reply)}
 			return true
 		}
@@ -64,7 +64,7 @@ func (w *worker) batched(rec *stages.Record, j *job, born int64, sh wire.SeqHead
 	if err := w.encodeInto(rec, j, born, &sh); err != nil {
 		in.noteReject(m.Subject, err)
 		meta.rejected = true
-		*rec = stages.Record{Topic: j.route.topic, QueueID: j.queue, Err: err, Ctx: meta}
+		*rec = stages.Record{Topic: j.route.Topic, QueueID: j.queue, Err: err, Ctx: meta}
 		return true
 	}
 	if !tracked && len(ids) == 0 {

@@ -1,6 +1,7 @@
-package ingress
+package route
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -8,6 +9,15 @@ import (
 )
 
 const upperHex = "0123456789ABCDEF"
+
+// Errors of the mapping, always wrapped with the detail.
+var (
+	// ErrInvalidSubject: the subject cannot become a topic (empty, or its topic is too long), or
+	// it cannot be stored as the NATS_SUBJECT property.
+	ErrInvalidSubject = errors.New("ingress: invalid subject")
+	// ErrNotMappedTopic: TopicToSubject was given a topic the mapping never produces.
+	ErrNotMappedTopic = errors.New("ingress: topic is not a mapped subject")
+)
 
 // Mapping is the subject -> topic rule (see the package doc). The zero value is the default rule.
 type Mapping struct {

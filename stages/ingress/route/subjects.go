@@ -1,4 +1,4 @@
-package ingress
+package route
 
 import (
 	"fmt"
@@ -14,8 +14,8 @@ import (
 // mapping escapes every byte outside [a-zA-Z0-9-], so no topic, and so no directory name, ever
 // holds them (see mapping.go and commitlog.ValidateTopic).
 
-// subjectSpace reports whether b is whitespace NATS refuses in a subject.
-func subjectSpace(b byte) bool {
+// SubjectSpace reports whether b is whitespace NATS refuses in a subject.
+func SubjectSpace(b byte) bool {
 	return b == ' ' || b == '\t' || b == '\r' || b == '\n' || b == '\f' || b == '\v'
 }
 
@@ -27,7 +27,7 @@ func checkSubjectTokens(subject string, wildcards bool) string {
 		return "empty subject"
 	}
 	for i := 0; i < len(subject); i++ {
-		if subjectSpace(subject[i]) {
+		if SubjectSpace(subject[i]) {
 			return fmt.Sprintf("whitespace %q at byte %d", subject[i], i)
 		}
 	}
@@ -54,9 +54,9 @@ func checkSubjectTokens(subject string, wildcards bool) string {
 	return ""
 }
 
-// checkPublishedSubject is the check of a message's subject (once per subject: routes are
+// CheckPublishedSubject is the check of a message's subject (once per subject: routes are
 // cached). The error wraps ErrInvalidSubject.
-func checkPublishedSubject(subject string) error {
+func CheckPublishedSubject(subject string) error {
 	if why := checkSubjectTokens(subject, false); why != "" {
 		return fmt.Errorf("%w: subject %.200q is not a valid NATS subject to publish to: %s",
 			ErrInvalidSubject, subject, why)
@@ -64,10 +64,10 @@ func checkPublishedSubject(subject string) error {
 	return nil
 }
 
-// checkSubscriptions checks Config.Subjects: each a valid subscription subject (wildcards
+// CheckSubscriptions checks the subjects ingress subscribes to: each a valid subscription subject (wildcards
 // allowed), none under the always-excluded prefixes, no two overlapping (NATS would deliver a
 // message once per matching subscription, and it would be stored twice).
-func checkSubscriptions(subjects []string) error {
+func CheckSubscriptions(subjects []string) error {
 	for i, s := range subjects {
 		if why := checkSubjectTokens(s, true); why != "" {
 			return fmt.Errorf("ingress: subject %q is not a valid NATS subject to subscribe to: %s", s, why)

@@ -1,11 +1,14 @@
-package ingress
+// Package bounded holds what ingress and its children keep in bounds because publishers drive
+// it: a cache of at most N entries (subjects, topics, batched-ack streams) and a log limiter (one
+// line of a kind per interval, the rest counted).
+package bounded
 
 import (
 	"sync"
 	"sync/atomic"
 )
 
-// boundedCache is a map with at most max entries, for values that are cheap to recompute but on
+// Cache is a map with at most max entries, for values that are cheap to recompute but on
 // the hot path (subject -> route, topic -> queue state). Subjects are unbounded in number, so an
 // unbounded map would be a memory leak driven by publishers.
 //
@@ -18,20 +21,21 @@ import (
 // Safe for concurrent use: one mutex, held only for map operations and the caller's make
 // function (cheap and bounded: mapping a subject stops at 128 topic bytes). nats.go runs one
 // callback goroutine per subscription, so there is little contention.
-type boundedCache[K comparable, V any] struct {
+type Cache[K comparable, V any] struct {
 	mu        sync.Mutex
 	cur, prev map[K]V // guarded by mu
 	half      int
-	evictions atomic.Int64
+	evictions atomic.Int64 // entries dropped so far
 }
 
-func newBoundedCache[K comparable, V any](size int) *boundedCache[K, V] {
+// NewCache makes a cache of at most size entries.
+func NewCache[K comparable, V any](size int) *Cache[K, V] {
 	half := max(size/2, 1)
-	return &boundedCache[K, V]{cur: make(map[K]V, half), prev: map[K]V{}, half: half}
+	return &Cache[K, V]{cur: make(map[K]V, half), prev: map[K]V{}, half: half}
 }
 
-// getOrMake returns the entry for k, making it with mk on a miss.
-func (c *boundedCache[K, V]) getOrMake(k K, mk func(K) V) V {
+// GetOrMake returns the entry for k, making it with mk on a miss.
+func (c *Cache[K, V]) GetOrMake(k K, mk func(K) V) V {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v, ok := c.cur[k]; ok {
@@ -47,8 +51,8 @@ func (c *boundedCache[K, V]) getOrMake(k K, mk func(K) V) V {
 	return v
 }
 
-// get returns the entry for k, if there is one, without making it or moving it.
-func (c *boundedCache[K, V]) get(k K) (V, bool) {
+// Get returns the entry for k, if there is one, without making it or moving it.
+func (c *Cache[K, V]) Get(k K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v, ok := c.cur[k]; ok {
@@ -60,7 +64,7 @@ func (c *boundedCache[K, V]) get(k K) (V, bool) {
 
 // putLocked adds k to the current generation, turning generations first when it is full.
 // mu must be held.
-func (c *boundedCache[K, V]) putLocked(k K, v V) {
+func (c *Cache[K, V]) putLocked(k K, v V) {
 	if len(c.cur) >= c.half {
 		c.evictions.Add(int64(len(c.prev)))
 		c.prev = c.cur
@@ -69,9 +73,12 @@ func (c *boundedCache[K, V]) putLocked(k K, v V) {
 	c.cur[k] = v
 }
 
-// len is the number of entries held.
-func (c *boundedCache[K, V]) len() int {
+// Len is the number of entries held.
+func (c *Cache[K, V]) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.cur) + len(c.prev)
 }
+
+// Evictions is the number of entries dropped so far.
+func (c *Cache[K, V]) Evictions() int64 { return c.evictions.Load() }

@@ -1,4 +1,4 @@
-package ingress
+package route
 
 import (
 	"errors"
@@ -29,11 +29,7 @@ const (
 	MaxPartitions = 1024
 )
 
-// ErrNotOwned: a message for a partition this engine does not own (503: the owner may come back,
-// or the partition may move here; the publisher retries).
-var ErrNotOwned = fmt.Errorf("%w: partition not owned by this engine", ErrUnavailable)
-
-// Partitions configures partitioned ingest (Config.Partitions).
+// Partitions configures partitioned ingest (ingress's Config.Partitions).
 type Partitions struct {
 	// Prefix is the namespace the mapping puts messages in: "<Prefix>.<partition>.<subject>"
 	// (DefaultPartitionPrefix, "rmq.p"). It must not be matched by any mapping's source, or a
@@ -43,7 +39,7 @@ type Partitions struct {
 	// once: a key's partition is its hash mod P, so changing P moves keys between queues.
 	Count int
 	// Owned are the partitions this engine stores at the start, each in [0, Count). A
-	// partition moves between engines with Ingress.AddPartition and RemovePartition (handoff.go).
+	// partition moves between engines with ingress's AddPartition and RemovePartition (SetOwned).
 	Owned []int
 	// Dynamic: ownership comes from elsewhere at run time (a key-value bucket): Owned may start
 	// empty.
@@ -51,8 +47,8 @@ type Partitions struct {
 	owned   []atomic.Bool // by partition: the partitions owned now
 }
 
-// withDefaults checks p and fills in its defaults.
-func (p *Partitions) withDefaults() (*Partitions, error) {
+// Check checks p and returns it with its defaults.
+func (p *Partitions) Check() (*Partitions, error) {
 	c := *p
 	if c.Prefix == "" {
 		c.Prefix = DefaultPartitionPrefix
@@ -82,9 +78,6 @@ func (p *Partitions) withDefaults() (*Partitions, error) {
 	c.Owned = slices.Compact(slices.Sorted(slices.Values(c.Owned)))
 	return &c, nil
 }
-
-// Check checks p and returns it with its defaults.
-func (p *Partitions) Check() (*Partitions, error) { return p.withDefaults() }
 
 // Subjects are the subscriptions of the owned partitions: "<Prefix>.<p>.>".
 func (p *Partitions) Subjects() []string {
@@ -118,10 +111,14 @@ func (p *Partitions) split(subject string) (part int, rest string, ok bool) {
 	return n, rest, true
 }
 
-// owns says whether partition part is this engine's now.
-func (p *Partitions) owns(part int) bool {
+// Owns says whether partition part is this engine's now.
+func (p *Partitions) Owns(part int) bool {
 	return part >= 0 && part < len(p.owned) && p.owned[part].Load()
 }
+
+// SetOwned makes partition part (in [0, Count)) this engine's now, or no longer (ingress's
+// partition hand-off).
+func (p *Partitions) SetOwned(part int, owned bool) { p.owned[part].Store(owned) }
 
 // OwnedNow lists the partitions owned now, ascending.
 func (p *Partitions) OwnedNow() []int {

@@ -1,4 +1,4 @@
-package ingress
+package route_test
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
+	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 func TestSubjectToTopic(t *testing.T) {
@@ -22,32 +24,32 @@ func TestSubjectToTopic(t *testing.T) {
 		{"\x00\xff", "%00%FF"},
 		{"..", "__"},
 	} {
-		got, err := SubjectToTopic(tc.subject)
+		got, err := route.SubjectToTopic(tc.subject)
 		if err != nil || got != tc.topic {
-			t.Errorf("SubjectToTopic(%q) = %q, %v; want %q", tc.subject, got, err, tc.topic)
+			t.Errorf("route.SubjectToTopic(%q) = %q, %v; want %q", tc.subject, got, err, tc.topic)
 			continue
 		}
 		if err := commitlog.ValidateTopic(got); err != nil {
 			t.Errorf("topic %q of %q is not a valid topic: %v", got, tc.subject, err)
 		}
-		if TopicLen(tc.subject) != len(got) {
-			t.Errorf("TopicLen(%q) = %d, want %d", tc.subject, TopicLen(tc.subject), len(got))
+		if route.TopicLen(tc.subject) != len(got) {
+			t.Errorf("route.TopicLen(%q) = %d, want %d", tc.subject, route.TopicLen(tc.subject), len(got))
 		}
-		back, err := TopicToSubject(got)
+		back, err := route.TopicToSubject(got)
 		if err != nil || back != tc.subject {
-			t.Errorf("TopicToSubject(%q) = %q, %v; want %q", got, back, err, tc.subject)
+			t.Errorf("route.TopicToSubject(%q) = %q, %v; want %q", got, back, err, tc.subject)
 		}
 	}
 }
 
 func TestSubjectToTopicLimits(t *testing.T) {
 	ok := strings.Repeat("a", commitlog.MaxTopicLen)
-	if _, err := SubjectToTopic(ok); err != nil {
+	if _, err := route.SubjectToTopic(ok); err != nil {
 		t.Fatalf("127-byte topic refused: %v", err)
 	}
 	for _, s := range []string{"", ok + "b", strings.Repeat("_", 43), strings.Repeat("x", 1<<20)} {
-		_, err := SubjectToTopic(s)
-		if !errors.Is(err, ErrInvalidSubject) || ReplyCode(err) != wire.CodeInvalid {
+		_, err := route.SubjectToTopic(s)
+		if !errors.Is(err, route.ErrInvalidSubject) || ingress.ReplyCode(err) != wire.CodeInvalid {
 			t.Errorf("SubjectToTopic(len %d) err = %v, want ErrInvalidSubject", len(s), err)
 		}
 		if s != "" && !strings.Contains(err.Error(), "token rule") {
@@ -55,7 +57,7 @@ func TestSubjectToTopicLimits(t *testing.T) {
 		}
 	}
 	// 42 underscores are 126 bytes: fits.
-	if _, err := SubjectToTopic(strings.Repeat("_", 42)); err != nil {
+	if _, err := route.SubjectToTopic(strings.Repeat("_", 42)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -64,7 +66,7 @@ func TestTopicToSubjectRejectsNonCanonical(t *testing.T) {
 	for _, topic := range []string{
 		"", "a|b", "%41", "%2E", "%2d", "%5f", "%5", "%", "%G0", "a.b", "a/b", "%RETRY%x",
 	} {
-		if s, err := TopicToSubject(topic); !errors.Is(err, ErrNotMappedTopic) {
+		if s, err := route.TopicToSubject(topic); !errors.Is(err, route.ErrNotMappedTopic) {
 			t.Errorf("TopicToSubject(%q) = %q, %v; want ErrNotMappedTopic", topic, s, err)
 		}
 	}
@@ -83,17 +85,17 @@ func TestTokenRule(t *testing.T) {
 		{1, "orders", "orders", ""},
 		{1, "my_app.x", "my%5Fapp", "x"},
 	} {
-		topic, tags, err := Mapping{TopicTokens: tc.n}.Map(tc.subject)
+		topic, tags, err := route.Mapping{TopicTokens: tc.n}.Map(tc.subject)
 		if err != nil || topic != tc.topic || tags != tc.tags {
 			t.Errorf("N=%d Map(%q) = %q, %q, %v; want %q, %q", tc.n, tc.subject, topic, tags, err, tc.topic, tc.tags)
 		}
 	}
 	// The token rule is the way out for a long subject.
 	long := "app." + strings.Repeat("x", 200)
-	if _, _, err := (Mapping{}).Map(long); err == nil {
+	if _, _, err := (route.Mapping{}).Map(long); err == nil {
 		t.Fatal("long subject accepted by the default rule")
 	}
-	topic, tags, err := Mapping{TopicTokens: 1}.Map(long)
+	topic, tags, err := route.Mapping{TopicTokens: 1}.Map(long)
 	if err != nil || topic != "app" || tags != strings.Repeat("x", 200) {
 		t.Fatalf("token rule: %q %q %v", topic, tags, err)
 	}
@@ -108,19 +110,19 @@ func FuzzTopicMapping(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if topic, err := SubjectToTopic(s); err == nil {
+		if topic, err := route.SubjectToTopic(s); err == nil {
 			if err := commitlog.ValidateTopic(topic); err != nil {
 				t.Fatalf("subject %q -> invalid topic %q: %v", s, topic, err)
 			}
-			back, err := TopicToSubject(topic)
+			back, err := route.TopicToSubject(topic)
 			if err != nil || back != s {
 				t.Fatalf("subject %q -> %q -> %q, %v", s, topic, back, err)
 			}
-		} else if s != "" && TopicLen(s) <= commitlog.MaxTopicLen {
+		} else if s != "" && route.TopicLen(s) <= commitlog.MaxTopicLen {
 			t.Fatalf("subject %q refused: %v", s, err)
 		}
-		if subject, err := TopicToSubject(s); err == nil {
-			topic, err := SubjectToTopic(subject)
+		if subject, err := route.TopicToSubject(s); err == nil {
+			topic, err := route.SubjectToTopic(subject)
 			if err != nil || topic != s {
 				t.Fatalf("topic %q -> %q -> %q, %v", s, subject, topic, err)
 			}
