@@ -53,7 +53,7 @@ type EngineReport struct {
 	ReplyFailures int64 `json:"reply_failures"`
 	// FinalSyncs counts the syncs once the engine closed.
 	FinalSyncs int64 `json:"final_syncs"`
-	// Batched-ack counters (ingress.BatchedStats): the acks published, the sequences reported
+	// Batched-ack counters (batched.Stats): the acks published, the sequences reported
 	// missing, resends found in the store and copies dropped at ingress. None of them makes a run
 	// invalid (a resend is answered, not stored twice: verification checks that).
 	BatchedAcks    int64 `json:"batched_acks,omitempty"`

@@ -92,8 +92,8 @@ type NATSOptions struct {
 	// On by default, but not with JetStream (the header is an ordinary one there) or a
 	// QueueGroup (a stream split between engines cannot be tracked: such messages are refused).
 	// NoBatchedAcks turns it off (such messages are then refused, 400). MaxStreams bounds the
-	// streams tracked (ingress.DefaultMaxStreams, 10,000: the least recently active is evicted
-	// and told so); StreamIdle expires idle ones (ingress.DefaultStreamIdle, 2 min).
+	// streams tracked (batched.DefaultMaxStreams, 10,000: the least recently active is evicted
+	// and told so); StreamIdle expires idle ones (batched.DefaultStreamIdle, 2 min).
 	NoBatchedAcks bool
 	MaxStreams    int
 	StreamIdle    time.Duration

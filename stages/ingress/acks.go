@@ -10,6 +10,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
 // ackBatch is every batch's Done: the ack stage calls it once the batch's records have reached
@@ -25,14 +26,14 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 	for i := range b.Records {
 		r := &b.Records[i]
 		switch c := r.Ctx.(type) {
-		case *seqMeta:
+		case *batched.Meta:
 			// A batched-ack stream's: the tracker answers it (tracker.go).
 			tracked = true
-			if r.Err != nil && !c.rejected && r.Err != errHeldAtAbort && !isStoredBefore(r.Err) {
+			if r.Err != nil && !c.Rejected && r.Err != errHeldAtAbort && !batched.IsStoredBefore(r.Err) {
 				in.counters.failed[codeIndex(ReplyCode(r.Err))].Add(1)
 			}
 			continue
-		case *markerMeta:
+		case *batched.Marker:
 			tracked = true
 			continue
 		case fence:
@@ -77,7 +78,7 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 		rp.doneMany(ds)
 	}
 	if tracked {
-		in.tracker.offer(b) // the tracker recycles it
+		in.tracker.Offer(b) // the tracker recycles it
 	} else {
 		in.recycle(b)
 	}

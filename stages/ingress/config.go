@@ -15,6 +15,7 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -116,7 +117,7 @@ type Config struct {
 	// Without it such messages are refused (ErrBatchedOff). Not with JetStream (the header is
 	// then an ordinary property) nor with QueueGroup (a stream split between engines could not
 	// be tracked).
-	Batched *BatchedConfig
+	Batched *batched.Config
 	// Restarted, when set, carries the dedupe window of publisher message ids across the
 	// engine's restart (RestartDedupe).
 	Restarted *RestartDedupe

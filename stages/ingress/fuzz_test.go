@@ -13,6 +13,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -24,7 +25,7 @@ func (w *worker) convert(m *nats.Msg, born int64) (stages.Record, error) {
 	in := w.in
 	rt := in.router.Route(m.Subject)
 	j := job{msg: m, route: rt, queue: in.router.Queue(m, rt)}
-	if vals := batchedHeader(m); vals != nil && in.js == nil {
+	if vals := batched.Header(m); vals != nil && in.js == nil {
 		sh, err := parseSeqHeader(vals)
 		if err == nil && in.tracker == nil {
 			err = ErrBatchedOff
@@ -42,15 +43,15 @@ const fuzzMaxBody = 512
 
 // newConverter builds an Ingress that is never run (no connection is used: convert publishes
 // nothing) and returns its one worker.
-func newConverter(t testing.TB, tokens int, batched bool) *worker {
+func newConverter(t testing.TB, tokens int, withBatched bool) *worker {
 	t.Helper()
 	cfg := Config{
 		Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Workers: 1, TopicTokens: tokens,
 		StoreHost: testStoreHost, BornHost: testBornHost,
 		Encode: &commitlog.EncodeOptions{PropCRC: true, MaxBodySize: fuzzMaxBody},
 	}
-	if batched {
-		cfg.Batched = &BatchedConfig{}
+	if withBatched {
+		cfg.Batched = &batched.Config{}
 	}
 	in, err := New(cfg)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 	"github.com/rocketstore/engine/stages/ingress/internal/bounded"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
@@ -67,7 +68,7 @@ type Ingress struct {
 	js       *jetStream      // the JetStream source, when Config.JetStream is set
 	// tracker answers batched-ack streams (tracker.go), when Config.Batched is set. It outlives
 	// Run (RunAcks), because the ack stage calls Done after Run has returned.
-	tracker     *tracker
+	tracker     *batched.Tracker
 	acksStarted atomic.Bool
 	// restart counts the lookups of Config.Restarted (restartdedupe.go).
 	restart restartLookups
@@ -114,7 +115,7 @@ func New(cfg Config) (*Ingress, error) {
 		})
 	}
 	if cfg.Batched != nil {
-		in.tracker = newTracker(in, cfg.Batched.withDefaults(cfg.Conn.MaxPayload()))
+		in.tracker = batched.NewTracker(cfg.Batched.WithDefaults(cfg.Conn.MaxPayload()), trackerHost{in}, cfg.Conn, in.log, &in.failLog, &in.replyLog)
 	}
 	return in, nil
 }
@@ -209,7 +210,7 @@ func (in *Ingress) RunAcks(drained <-chan struct{}) error {
 	if !in.acksStarted.CompareAndSwap(false, true) {
 		return errors.New("ingress: RunAcks called twice")
 	}
-	in.tracker.run(drained)
+	in.tracker.Run(drained)
 	st := in.Stats().Batched
 	in.log.Info().Int64("acked", st.Acked).Int64("refused", st.Refused).Int64("ack_messages", st.AckMessages).
 		Int64("publish_failures", st.PublishFailures).Int64("overflow", st.Overflow).
@@ -300,67 +301,5 @@ func (in *Ingress) send(w *worker, j job) bool {
 		return true
 	case <-in.abort:
 		return false
-	}
-}
-
-// onPack splits a pack (pack.go) into its entries and hands them to the workers in runs, each
-// entry a message of its own from there on. A pack that cannot be split is refused whole, as a
-// message with a malformed header is: nothing of it is stored.
-func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
-	sh, err := parseSeqHeader(m.Header[wire.HeaderSeq])
-	if err == nil && in.tracker == nil {
-		err = ErrBatchedOff
-	}
-	var entries []nats.Msg
-	if err == nil {
-		entries, err = decodePack(in.packEntries(), m, countVals, sh)
-	}
-	if err != nil {
-		in.recycleEntries(entries)
-		in.reject(m, err)
-		return
-	}
-	in.counters.received.Add(int64(len(entries) - 1))
-	in.tracker.counters.packs.Add(1)
-	rt := in.router.Route(m.Subject)
-	if rt.Partition >= 0 && !in.cfg.Partitions.Owns(int(rt.Partition)) {
-		in.recycleEntries(entries)
-		in.reject(m, in.notOwned(int(rt.Partition), rt.Stored))
-		return
-	}
-	pk := &packInfo{SeqHeader: sh, recv: in.tracker.recv.set(sh.Stream), entries: entries}
-	pk.pending.Store(int64(len(entries)))
-	// The entries without a queue key all go to one queue, the topic's next (as Kafka's sticky
-	// partitioner sends a whole batch to one partition): a pack is then a run for one worker,
-	// one channel operation instead of one per entry. Runs are cut at MaxBatch entries, a
-	// batch's worth, which bounds what one inbox slot holds.
-	sticky := int32(-1)
-	queueOf := func(e *nats.Msg) int32 {
-		if q, ok := in.router.KeyedQueue(e, rt); ok {
-			return q
-		}
-		if sticky < 0 {
-			sticky = in.router.NextQueue(rt)
-		}
-		return sticky
-	}
-	q := queueOf(&entries[0]) // each entry's queue is asked for once, in order
-	for i := 0; i < len(entries); {
-		end, next := i+1, int32(0)
-		for end < len(entries) {
-			next = queueOf(&entries[end])
-			if next != q || end-i == in.cfg.MaxBatch {
-				break
-			}
-			end++
-		}
-		w := in.workers[rt.Worker(q, len(in.workers))]
-		if !in.send(w, job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.Seq + uint64(i), count: int32(end - i)}) {
-			// This run and every one after it are refused to the stream, in its acks.
-			rest := job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.Seq + uint64(i), count: int32(len(entries) - i)}
-			in.answerStopped(&rest)
-			return
-		}
-		i, q = end, next
 	}
 }

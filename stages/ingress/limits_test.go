@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -21,7 +22,7 @@ var roundRobinLimits = []uint64{1 << 31, 1 << 32}
 // stored in queues [0, 4), each plain message in the next queue and each pack's entries together
 // in one queue.
 func TestRoundRobinWrapThroughIngress(t *testing.T) {
-	b := newBatchedHarness(t, BatchedConfig{})
+	b := newBatchedHarness(t, batched.Config{})
 	const queues, plain, packs, perPack = 4, 8, 3, 5
 	subject := "orders.wrap"
 	stored := 0

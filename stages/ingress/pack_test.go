@@ -14,6 +14,7 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -119,7 +120,7 @@ func TestDecodePackErrors(t *testing.T) {
 // for itself (a reserved header name) is refused alone; a malformed pack is refused whole with a
 // plain reply, and nothing of it is stored.
 func TestBatchedPacks(t *testing.T) {
-	b := newBatchedHarness(t, BatchedConfig{})
+	b := newBatchedHarness(t, batched.Config{})
 	body := appendPack(nil,
 		packEntry{data: "one"},
 		packEntry{hdr: "NATS/1.0\r\nNats-Msg-Id: own-id\r\nTrace: t\r\n\r\n", data: "two"},
@@ -177,7 +178,7 @@ func TestBatchedPacks(t *testing.T) {
 // queue; runs are cut at MaxBatch entries; and every queue keeps the entries in sequence order.
 func TestPackRuns(t *testing.T) {
 	const maxBatch = 8
-	b := newBatchedHarnessWith(t, BatchedConfig{}, func(c *Config) { c.MaxBatch = maxBatch })
+	b := newBatchedHarnessWith(t, batched.Config{}, func(c *Config) { c.MaxBatch = maxBatch })
 	keyed := map[int]string{10: "k-a", 25: "k-b", 26: "k-a"}
 	const count = 30
 	var entries []packEntry

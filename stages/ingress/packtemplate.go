@@ -7,6 +7,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/javahash"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -20,7 +21,7 @@ import (
 type packTemplate struct {
 	// The template holds for entries of pack, routed by route, in a batch born at born: the
 	// rest of what a record holds is the worker's configuration, which does not change.
-	pack  *packInfo
+	pack  *batched.Pack
 	route *route.Route
 	born  int64
 	rec   commitlog.RecordTemplate
@@ -41,7 +42,7 @@ func templated(j *job, seq *wire.SeqHeader) bool {
 }
 
 // holds says whether t is the template of an entry of pack, routed by rt, born at born.
-func (t *packTemplate) holds(pack *packInfo, rt *route.Route, born int64) bool {
+func (t *packTemplate) holds(pack *batched.Pack, rt *route.Route, born int64) bool {
 	return t.pack == pack && t.route == rt && t.born == born && t.rec.Ok()
 }
 

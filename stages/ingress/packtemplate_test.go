@@ -12,6 +12,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
 // TestPackTemplateMatchesFullEncoding: a worker that encodes pack entries from a template
@@ -53,11 +54,11 @@ func TestPackTemplateMatchesFullEncoding(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				pk := &packInfo{SeqHeader: sh}
+				pk := &batched.Pack{SeqHeader: sh}
 				rt := r.Route(c.subject)
 				for i := range msgs {
 					j := &job{msg: &msgs[i], route: rt, queue: int32(i % 4), pack: pk, seq: c.first + uint64(i)}
-					s := pk.entrySeq(c.first + uint64(i))
+					s := pk.EntrySeq(c.first + uint64(i))
 					if templated(j, &s) && templ.tmpl.holds(pk, rt, c.born) {
 						used++
 					}

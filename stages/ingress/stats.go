@@ -1,6 +1,10 @@
 package ingress
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/rocketstore/engine/stages/ingress/batched"
+)
 
 // Stats are ingress's counters since New, read with Ingress.Stats. Per-code maps are keyed by
 // the reply codes (wire.CodeInvalid, ...) and hold only non-zero counts.
@@ -33,7 +37,7 @@ type Stats struct {
 	CachedSubjects int
 	CacheEvictions int64
 	// Batched are the batched-ack counters (zero when batched acks are off).
-	Batched BatchedStats
+	Batched batched.Stats
 	// RestartLookups counts the message ids looked up in the store because a record stored
 	// before the start could still be within the dedupe window (Config.Restarted);
 	// RestartDuplicates those found there: answered as duplicates, not stored again.
@@ -79,7 +83,7 @@ func (in *Ingress) Stats() Stats {
 		}
 	}
 	if in.tracker != nil {
-		s.Batched = in.tracker.stats()
+		s.Batched = in.tracker.Stats()
 	}
 	s.Dropped, s.Pending = in.natsCounts()
 	for _, w := range in.workers {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
 // errHeldAtAbort is the error of a record a worker held when the abort came: ErrStopped, counted
@@ -26,8 +27,8 @@ func (in *Ingress) answerStopped(j *job) {
 		if j.count > 0 {
 			in.packDone(j.pack, n)
 		}
-	case in.js == nil && batchedHeader(j.msg) != nil:
-		if sh, err := parseSeqHeader(batchedHeader(j.msg)); err == nil && in.tracker != nil {
+	case in.js == nil && batched.Header(j.msg) != nil:
+		if sh, err := parseSeqHeader(batched.Header(j.msg)); err == nil && in.tracker != nil {
 			in.refuseStopped(sh, sh.Seq, 1, j.msg.Reply)
 		}
 	default:
@@ -43,11 +44,11 @@ func (in *Ingress) refuseStopped(sh wire.SeqHeader, seq uint64, n int, ackTo str
 		return
 	}
 	recs := make([]stages.Record, n)
-	metas := make([]seqMeta, n)
+	metas := make([]batched.Meta, n)
 	for i := range recs {
-		metas[i] = seqMeta{SeqHeader: sh, ackTo: ackTo}
+		metas[i] = batched.Meta{SeqHeader: sh, AckTo: ackTo}
 		metas[i].Seq = seq + uint64(i)
 		recs[i] = stages.Record{Err: ErrStopped, Ctx: &metas[i]}
 	}
-	in.tracker.offer(&stages.Batch{Records: recs})
+	in.tracker.Offer(&stages.Batch{Records: recs})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/wire"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
 // TestAbortRefusesBatchedInAcks: messages of a batched-ack stream that ingress holds when it
@@ -20,7 +21,7 @@ import (
 func TestAbortRefusesBatchedInAcks(t *testing.T) {
 	h := newHarness(t, harnessOpts{gated: true, outCap: 1, cfg: func(c *Config) {
 		c.Workers, c.WorkerQueue, c.MaxBatch = 1, 2, 4
-		c.Batched = &BatchedConfig{}
+		c.Batched = &batched.Config{}
 	}})
 	inbox := h.pub.NewInbox()
 	acks, err := h.pub.SubscribeSync(inbox)

@@ -9,6 +9,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -30,7 +31,7 @@ type job struct {
 	marker uint64
 	// pack is set for an entry of a pack (pack.go): msg is the entry, and seq its sequence (the
 	// first's, for a run).
-	pack *packInfo
+	pack *batched.Pack
 	seq  uint64
 	// fence, with msg nil, is a fence (handoff.go): closed once the batch it rides in is acked.
 	fence fence
@@ -167,11 +168,11 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 		j := &jobs[i]
 		if j.count > 0 {
 			// A run of pack entries: each is a batched message of its own.
-			run := j.pack.entries[j.seq-j.pack.Seq:][:j.count]
-			w.in.tracker.counters.received.Add(int64(len(run)))
+			run := j.pack.Run(j.seq, int(j.count))
+			w.in.tracker.CountReceived(len(run))
 			for k := range run {
 				ej := job{msg: &run[k], route: j.route, queue: j.queue, pack: j.pack, seq: j.seq + uint64(k)}
-				recs = w.addBatched(recs, &extra, &ej, born, j.pack.entrySeq(ej.seq), &metas, n)
+				recs = w.addBatched(recs, &extra, &ej, born, j.pack.EntrySeq(ej.seq), &metas, n)
 			}
 			continue
 		}
@@ -195,7 +196,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 			if !ok {
 				continue
 			}
-			w.in.tracker.counters.received.Add(1)
+			w.in.tracker.CountReceived(1)
 			recs = w.addBatched(recs, &extra, j, born, sh, &metas, n)
 			continue
 		}
@@ -210,7 +211,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 		recs = append(recs, rec)
 	}
 	if marker != 0 {
-		recs = append(recs, stages.Record{Err: errMarker, Ctx: &markerMeta{worker: w.id, epoch: marker}})
+		recs = append(recs, stages.Record{Err: batched.ErrMarker, Ctx: &batched.Marker{Worker: w.id, Epoch: marker}})
 		extra++
 	}
 	mem.recs, mem.metas = recs, metas // grown, maybe
@@ -247,7 +248,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 // new slot at the end of recs, and takes the slot back when batched refused the message (it is
 // answered already); extra counts a record that carries its refusal. The slot is within recs'
 // capacity (n messages, see batchMem), so no later append moves the record being built.
-func (w *worker) addBatched(recs []stages.Record, extra *int, j *job, born int64, sh wire.SeqHeader, metas *[]seqMeta, n int) []stages.Record {
+func (w *worker) addBatched(recs []stages.Record, extra *int, j *job, born int64, sh wire.SeqHeader, metas *[]batched.Meta, n int) []stages.Record {
 	recs = append(recs, stages.Record{})
 	rec := &recs[len(recs)-1]
 	switch {

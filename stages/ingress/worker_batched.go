@@ -1,10 +1,13 @@
 package ingress
 
 import (
+	"fmt"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
 // batched builds the record of a message that carries the batched-ack header (batched.go). ok
@@ -18,14 +21,14 @@ import (
 // and copied out, it cost a sixth of the worker's time); rec is left as it may be when ok is
 // false. The caller counts the message in the tracker's received counter (once per run of a
 // pack: two workers adding to one counter per message made its cache line bounce).
-func (w *worker) batched(rec *stages.Record, j *job, born int64, sh wire.SeqHeader, metas *[]seqMeta, n int) bool {
+func (w *worker) batched(rec *stages.Record, j *job, born int64, sh wire.SeqHeader, metas *[]batched.Meta, n int) bool {
 	in, m := w.in, j.msg
 	t := in.tracker
 	ids := m.Header[nats.MsgIdHdr]
 	if m.Reply == "" {
 		// Nowhere to send acks: stored as a fire-and-forget message (with the appender's
 		// dedupe, as a message with a Nats-Msg-Id), never tracked.
-		t.counters.untrackedSends.Add(1)
+		t.CountUntracked()
 		if err := w.encodeInto(rec, j, born, &sh); err != nil {
 			in.reject(m, err)
 			return false
@@ -35,35 +38,35 @@ func (w *worker) batched(rec *stages.Record, j *job, born int64, sh wire.SeqHead
 		}
 		return true
 	}
-	if sh.Resend && t.cfg.Lookup != nil && j.route.Err == nil && len(ids) < 2 {
+	if lookup := in.cfg.Batched.Lookup; sh.Resend && lookup != nil && j.route.Err == nil && len(ids) < 2 {
 		id := wire.DerivedMsgID(sh.Stream, sh.Seq)
 		if len(ids) == 1 {
 			id = ids[0]
 		}
-		t.counters.lookups.Add(1)
-		if at, found := t.cfg.Lookup(j.route.Topic, id); found {
-			t.counters.lookupHits.Add(1)
+		at, found := lookup(j.route.Topic, id)
+		t.CountLookup(found)
+		if found {
 			*rec = stages.Record{Topic: j.route.Topic, QueueID: at.QueueID, MsgID: id,
-				Err: &storedBefore{at: at}, Ctx: newMeta(metas, n, sh, m.Reply)}
+				Err: &batched.StoredBefore{At: at}, Ctx: batched.NewMeta(metas, n, sh, m.Reply)}
 			return true
 		}
 	}
-	var set *recvSet
+	var set *batched.Claims
 	if j.pack != nil {
-		set = j.pack.recv // looked up once for the pack
+		set = j.pack.Claims // looked up once for the pack
 	} else {
-		set = t.recv.set(sh.Stream)
+		set = t.Claims(sh.Stream)
 	}
-	first, tracked := set.claim(sh.Seq, sh.Acked)
+	first, tracked := set.Claim(sh.Seq, sh.Acked)
 	if !first {
 		// Another copy of the sequence entered the pipeline: its outcome answers it.
-		t.counters.dropped.Add(1)
+		t.CountDropped()
 		return false
 	}
-	meta := newMeta(metas, n, sh, m.Reply)
+	meta := batched.NewMeta(metas, n, sh, m.Reply)
 	if err := w.encodeInto(rec, j, born, &sh); err != nil {
 		in.noteReject(m.Subject, err)
-		meta.rejected = true
+		meta.Rejected = true
 		*rec = stages.Record{Topic: j.route.Topic, QueueID: j.queue, Err: err, Ctx: meta}
 		return true
 	}
@@ -83,9 +86,9 @@ func (w *worker) batched(rec *stages.Record, j *job, born int64, sh wire.SeqHead
 // and answered here: ok is then false, and the caller skips the message.
 func (w *worker) seqHeader(j *job) (sh wire.SeqHeader, isBatched, ok bool) {
 	if j.pack != nil {
-		return j.pack.entrySeq(j.seq), true, true
+		return j.pack.EntrySeq(j.seq), true, true
 	}
-	vals := batchedHeader(j.msg)
+	vals := batched.Header(j.msg)
 	if vals == nil || w.in.js != nil {
 		return wire.SeqHeader{}, false, false
 	}
@@ -100,12 +103,35 @@ func (w *worker) seqHeader(j *job) (sh wire.SeqHeader, isBatched, ok bool) {
 	return sh, true, true
 }
 
-// newMeta appends a seqMeta to the batch's metas (with a capacity of at least n, the batch's
-// messages, so that the pointers into it stay valid) and returns it.
-func newMeta(metas *[]seqMeta, n int, sh wire.SeqHeader, ackTo string) *seqMeta {
-	if cap(*metas) < n {
-		*metas = make([]seqMeta, 0, n)
+// trackerHost is what the tracker needs of ingress (batched.Pipeline).
+type trackerHost struct{ in *Ingress }
+
+func (h trackerHost) Workers() int            { return len(h.in.workers) }
+func (h trackerHost) Recycle(b *stages.Batch) { h.in.recycle(b) }
+func (h trackerHost) Code(err error) int      { return ReplyCode(err) }
+
+// OfferMarker puts a marker job in worker i's inbox, behind what the callbacks handed it.
+func (h trackerHost) OfferMarker(i int, epoch uint64) bool {
+	select {
+	case h.in.workers[i].jobs <- job{marker: epoch}:
+		return true
+	default:
+		return false
 	}
-	*metas = append(*metas, seqMeta{SeqHeader: sh, ackTo: ackTo})
-	return &(*metas)[len(*metas)-1]
+}
+
+// ErrBatchedOff: a message carries the batched-ack header, but this engine does not track streams
+// (turned off, or a queue group, which splits a stream between engines). It is refused (400, it
+// wraps ErrInvalidHeader) on the reply subject, so that the publisher learns it at once instead
+// of by a timeout.
+var ErrBatchedOff = fmt.Errorf("%w: batched acks (%s) are off in this engine", ErrInvalidHeader, wire.HeaderSeq)
+
+// parseSeqHeader parses the values of an Rs-Seq header (wire.ParseSeqHeader); the error wraps
+// ErrInvalidHeader.
+func parseSeqHeader(vals []string) (wire.SeqHeader, error) {
+	sh, err := wire.ParseSeqHeader(vals)
+	if err != nil {
+		return sh, fmt.Errorf("%w: %w", ErrInvalidHeader, err)
+	}
+	return sh, nil
 }

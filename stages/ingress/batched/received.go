@@ -1,4 +1,4 @@
-package ingress
+package batched
 
 import (
 	"sync"
@@ -25,37 +25,37 @@ import (
 // that then overtakes its own original (still on its way, not yet in the IndexFile) could be
 // stored twice; that takes more than MaxStreams streams active at once.
 type received struct {
-	table *bounded.Cache[string, *recvSet]
+	table *bounded.Cache[string, *Claims]
 	ahead int
 }
 
-// recvSet is one stream's claimed sequences. Workers claim (concurrently: a stream spreads over
+// Claims is one stream's claimed sequences. Workers claim (concurrently: a stream spreads over
 // queues, so over workers); the tracker releases refused ones.
-type recvSet struct {
+type Claims struct {
 	mu   sync.Mutex
 	seqs seqSet // guarded by mu
 }
 
 func newReceived(streams, ahead int) *received {
-	return &received{table: bounded.NewCache[string, *recvSet](streams), ahead: ahead}
+	return &received{table: bounded.NewCache[string, *Claims](streams), ahead: ahead}
 }
 
-func (r *received) set(stream string) *recvSet {
-	return r.table.GetOrMake(stream, func(string) *recvSet { return &recvSet{seqs: seqSet{max: r.ahead}} })
+func (r *received) set(stream string) *Claims {
+	return r.table.GetOrMake(stream, func(string) *Claims { return &Claims{seqs: seqSet{max: r.ahead}} })
 }
 
 // seen says whether a copy of seq entered the pipeline, or seq is at or below floor (answered
 // to the publisher). It moves the set up to floor.
-func (s *recvSet) seen(seq, floor uint64) bool {
+func (s *Claims) seen(seq, floor uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seqs.forget(floor)
 	return s.seqs.has(seq)
 }
 
-// claim marks seq as entered; first is false when a copy did already, tracked false when seq
+// Claim marks seq as entered; first is false when a copy did already, tracked false when seq
 // lies beyond the set's reach (not claimed).
-func (s *recvSet) claim(seq, floor uint64) (first, tracked bool) {
+func (s *Claims) Claim(seq, floor uint64) (first, tracked bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seqs.forget(floor)
@@ -65,8 +65,8 @@ func (s *recvSet) claim(seq, floor uint64) (first, tracked bool) {
 	return true, s.seqs.add(seq)
 }
 
-// release forgets that seq entered: it was refused, and a retry must be stored.
-func (s *recvSet) release(seq uint64) {
+// Release forgets that seq entered: it was refused, and a retry must be stored.
+func (s *Claims) Release(seq uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seqs.remove(seq)
@@ -75,6 +75,6 @@ func (s *recvSet) release(seq uint64) {
 // release forgets a claim of stream's seq, if the stream is still in the table.
 func (r *received) release(stream string, seq uint64) {
 	if s, ok := r.table.Get(stream); ok {
-		s.release(seq)
+		s.Release(seq)
 	}
 }

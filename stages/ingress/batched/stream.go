@@ -1,4 +1,4 @@
-package ingress
+package batched
 
 import (
 	"math/bits"

@@ -1,4 +1,4 @@
-package ingress
+package batched
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 // ackWriter encodes a stream's news as one ack message (wire.BatchAck), or several when it is
 // longer than MaxAckBytes. Owned by the tracker goroutine; its buffers are reused.
 type ackWriter struct {
-	t       *tracker
+	t       *Tracker
 	s       *stream
 	w       wire.BatchAckWriter
 	item    []byte

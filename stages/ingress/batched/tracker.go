@@ -1,4 +1,4 @@
-package ingress
+package batched
 
 import (
 	"errors"
@@ -8,6 +8,10 @@ import (
 
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/internal/bounded"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 )
 
 // maxMissingRanges bounds the missing ranges of one ack; the rest go in the next one.
@@ -16,10 +20,25 @@ const maxMissingRanges = 1024
 // markerRetry is how soon a marker that found a worker's channel full is offered again.
 const markerRetry = 2 * time.Millisecond
 
-// tracker is the batched-ack stage (docs/BATCHED-ACKS.md): it takes the batches whose records
-// belong to batched-ack streams from the ack stage (Batch.Done, that is ackBatch, offers them
-// without ever blocking), keeps a bounded table of streams, and publishes at most one ack per
-// stream per round.
+// Pipeline is what the tracker needs of ingress: its workers, through which it sends markers, and
+// the memory of the batches it is done with.
+type Pipeline interface {
+	// Workers is how many workers there are.
+	Workers() int
+	// OfferMarker offers worker i a marker of epoch without blocking: false when the worker's
+	// inbox is full (the tracker offers it again shortly).
+	OfferMarker(worker int, epoch uint64) bool
+	// Recycle gives back the memory of a batch the tracker is done with; nothing uses b
+	// afterwards.
+	Recycle(b *stages.Batch)
+	// Code is the reply code of a record's error (ingress's ReplyCode).
+	Code(err error) int
+}
+
+// Tracker is the batched-ack stage (docs/BATCHED-ACKS.md): it takes the batches whose records
+// belong to batched-ack streams from the ack stage (ingress's Batch.Done offers them without
+// ever blocking), keeps a bounded table of streams, and publishes at most one ack per stream per
+// round.
 //
 // Rounds. The loop blocks for one batch, then drains whatever else the ack stage has handed over
 // meanwhile (stages.Drain), then publishes. The ack stage calls Done for every batch a sync made
@@ -43,10 +62,14 @@ const markerRetry = 2 * time.Millisecond
 // Bounds: at most MaxStreams streams (a new one evicts the least recently active, which is sent
 // an error ack), idle ones expire after StreamIdle, at most MaxAhead sequences tracked per stream,
 // at most Queue batches waiting.
-type tracker struct {
-	in      *Ingress
-	cfg     *BatchedConfig
-	batches chan *stages.Batch
+type Tracker struct {
+	p        Pipeline
+	conn     *nats.Conn
+	log      zerolog.Logger
+	failLog  *bounded.LogLimiter // shared with ingress's warnings of records not stored
+	replyLog *bounded.LogLimiter // shared with ingress's warnings of replies not published
+	cfg      *Config
+	batches  chan *stages.Batch
 	// recv is the streams' dedupe (received.go): claimed by the workers, released here.
 	recv *received
 
@@ -76,26 +99,29 @@ type trackerCounters struct {
 	dropped, packs                                       atomic.Int64
 }
 
-func newTracker(in *Ingress, cfg *BatchedConfig) *tracker {
-	t := &tracker{
-		in: in, cfg: cfg, batches: make(chan *stages.Batch, cfg.Queue), recv: newReceived(cfg.MaxStreams, cfg.MaxAhead),
+// NewTracker makes the tracker of cfg (with its defaults: Config.WithDefaults) for p, publishing
+// the acks on conn; failLog and replyLog rate-limit its warnings with ingress's of the same kind.
+func NewTracker(cfg *Config, p Pipeline, conn *nats.Conn, log zerolog.Logger, failLog, replyLog *bounded.LogLimiter) *Tracker {
+	t := &Tracker{
+		p: p, conn: conn, log: log, failLog: failLog, replyLog: replyLog,
+		cfg: cfg, batches: make(chan *stages.Batch, cfg.Queue), recv: newReceived(cfg.MaxStreams, cfg.MaxAhead),
 		streams: make(map[string]*stream),
-		marks:   make([]uint64, len(in.workers)), sent: make([]uint64, len(in.workers)),
+		marks:   make([]uint64, p.Workers()), sent: make([]uint64, p.Workers()),
 	}
 	t.ack.t = t
 	return t
 }
 
-// offer hands a batch over from the ack stage; it never blocks (see BatchedConfig.Queue).
-func (t *tracker) offer(b *stages.Batch) {
+// Offer hands a batch over from the ack stage; it never blocks (see Config.Queue).
+func (t *Tracker) Offer(b *stages.Batch) {
 	select {
 	case t.batches <- b:
 	default:
 		t.releaseRefused(b)
-		t.in.recycle(b)
+		t.p.Recycle(b)
 		t.counters.overflow.Add(1)
-		if ok, held := t.in.failLog.Allow(time.Now()); ok {
-			t.in.log.Warn().Int("queue", cap(t.batches)).Int64("more", held).
+		if ok, held := t.failLog.Allow(time.Now()); ok {
+			t.log.Warn().Int("queue", cap(t.batches)).Int64("more", held).
 				Msg("ingress: the batched-ack tracker is behind; a batch is not tracked (its publishers resend)")
 		}
 	}
@@ -105,18 +131,18 @@ func (t *tracker) offer(b *stages.Batch) {
 // a batch that is not tracked: a refused sequence must stay open to a retry, which would
 // otherwise be dropped as a copy of one on its way. (A stored one keeps its claim: its resend is
 // found in the store, or dropped while its first copy is on its way.)
-func (t *tracker) releaseRefused(b *stages.Batch) {
+func (t *Tracker) releaseRefused(b *stages.Batch) {
 	for i := range b.Records {
 		r := &b.Records[i]
-		if m, ok := r.Ctx.(*seqMeta); ok && r.Err != nil && !isStoredBefore(r.Err) {
+		if m, ok := r.Ctx.(*Meta); ok && r.Err != nil && !IsStoredBefore(r.Err) {
 			t.recv.release(m.Stream, m.Seq)
 		}
 	}
 }
 
-// run is the tracker's loop, until drained is closed: then no batch comes any more, and what
+// Run is the tracker's loop, until drained is closed: then no batch comes any more, and what
 // the ack stage and the engine's reaper handed over is answered, once.
-func (t *tracker) run(drained <-chan struct{}) {
+func (t *Tracker) Run(drained <-chan struct{}) {
 	defer func() {
 		if t.retry != nil {
 			t.retry.Stop()
@@ -149,28 +175,28 @@ func (t *tracker) run(drained <-chan struct{}) {
 }
 
 // round handles first and whatever else is queued, then publishes.
-func (t *tracker) round(first *stages.Batch) {
+func (t *Tracker) round(first *stages.Batch) {
 	t.now = t.cfg.Clock()
 	t.pending, _ = stages.Drain(t.batches, append(t.pending[:0], first), cap(t.batches))
 	for _, b := range t.pending {
 		t.handle(b)
-		t.in.recycle(b)
+		t.p.Recycle(b)
 	}
 	clear(t.pending)
 	t.endRound()
 }
 
 // handle takes the outcome of every batched record of b.
-func (t *tracker) handle(b *stages.Batch) {
+func (t *Tracker) handle(b *stages.Batch) {
 	for i := range b.Records {
 		r := &b.Records[i]
 		switch m := r.Ctx.(type) {
-		case *markerMeta:
-			if m.worker < len(t.marks) && m.epoch > t.marks[m.worker] {
-				t.marks[m.worker] = m.epoch
+		case *Marker:
+			if m.Worker < len(t.marks) && m.Epoch > t.marks[m.Worker] {
+				t.marks[m.Worker] = m.Epoch
 				t.markerBack = true
 			}
-		case *seqMeta:
+		case *Meta:
 			s := t.streamFor(m)
 			if r.Err == nil {
 				s.stored(m.Seq, r.Topic, r.QueueID, r.QueueOffset, r.Duplicate)
@@ -179,17 +205,17 @@ func (t *tracker) handle(b *stages.Batch) {
 			}
 			// Only here: errors.As's target escapes, a heap allocation that every record paid
 			// while it was declared above (4% of the engine).
-			var before *storedBefore
+			var before *StoredBefore
 			switch {
 			case errors.As(r.Err, &before):
-				s.stored(m.Seq, r.Topic, before.at.QueueID, before.at.QueueOffset, true)
+				s.stored(m.Seq, r.Topic, before.At.QueueID, before.At.QueueOffset, true)
 				t.counters.acked.Add(1)
 			default:
 				desc := r.Err.Error()
 				if len(desc) > wire.MaxDescription {
 					desc = desc[:wire.MaxDescription] + "..."
 				}
-				s.refuse(m.Seq, ReplyCode(r.Err), desc)
+				s.refuse(m.Seq, t.p.Code(r.Err), desc)
 				t.recv.release(m.Stream, m.Seq) // a retry must be stored
 				t.counters.refused.Add(1)
 			}
@@ -199,19 +225,19 @@ func (t *tracker) handle(b *stages.Batch) {
 
 // streamFor returns the stream of m, making it (and evicting the least recently active one if
 // the table is full), with m's floor and ack subject applied.
-func (t *tracker) streamFor(m *seqMeta) *stream {
+func (t *Tracker) streamFor(m *Meta) *stream {
 	s := t.streams[m.Stream]
 	if s == nil {
 		if len(t.streams) >= t.cfg.MaxStreams {
 			t.evict(t.tail)
 		}
-		s = newStream(strings.Clone(m.Stream), m.ackTo, m.Acked, t.cfg.MaxAhead)
+		s = newStream(strings.Clone(m.Stream), m.AckTo, m.Acked, t.cfg.MaxAhead)
 		t.streams[s.id] = s
 		t.pushFront(s)
 		t.counters.streams.Store(int64(len(t.streams)))
 	}
-	if s.ackTo != m.ackTo {
-		s.ackTo = m.ackTo
+	if s.ackTo != m.AckTo {
+		s.ackTo = m.AckTo
 	}
 	s.applyFloor(m.Acked)
 	t.touch(s)
@@ -219,7 +245,7 @@ func (t *tracker) streamFor(m *seqMeta) *stream {
 }
 
 // touch puts s on this round's list and at the head of the LRU list.
-func (t *tracker) touch(s *stream) {
+func (t *Tracker) touch(s *stream) {
 	if s.inRound {
 		return
 	}
@@ -234,7 +260,7 @@ func (t *tracker) touch(s *stream) {
 
 // endRound decides the gaps whose markers are back, asks for markers for new gaps, and
 // publishes one ack per stream with news.
-func (t *tracker) endRound() {
+func (t *Tracker) endRound() {
 	if t.markerBack {
 		t.markerBack = false
 		if m := minOf(t.marks); m > t.minMark {
@@ -272,7 +298,7 @@ func (t *tracker) endRound() {
 }
 
 // decide marks the gaps of the streams whose epoch is back as decided.
-func (t *tracker) decide() {
+func (t *Tracker) decide() {
 	kept := t.waiting[:0]
 	for _, s := range t.waiting {
 		switch {
@@ -293,17 +319,16 @@ func (t *tracker) decide() {
 
 // sendMarkers offers the current epoch's marker to every worker that has not had it; a full
 // channel is tried again shortly (never blocking: a worker may be blocked on the appender).
-func (t *tracker) sendMarkers() {
+func (t *Tracker) sendMarkers() {
 	retry := false
-	for i, w := range t.in.workers {
+	for i := range t.sent {
 		if t.sent[i] >= t.epoch {
 			continue
 		}
-		select {
-		case w.jobs <- job{marker: t.epoch}:
+		if t.p.OfferMarker(i, t.epoch) {
 			t.sent[i] = t.epoch
 			t.counters.markers.Add(1)
-		default:
+		} else {
 			retry = true
 		}
 	}
@@ -318,7 +343,7 @@ func (t *tracker) sendMarkers() {
 }
 
 // evict drops s to make room, after publishing what it had, and tells its publisher.
-func (t *tracker) evict(s *stream) {
+func (t *Tracker) evict(s *stream) {
 	if s == nil {
 		return
 	}
@@ -332,21 +357,21 @@ func (t *tracker) evict(s *stream) {
 
 // expire drops the streams idle for StreamIdle. Nothing is sent: the publisher is gone, or will
 // rebuild the stream with its next message.
-func (t *tracker) expire(now time.Time) {
+func (t *Tracker) expire(now time.Time) {
 	for s := t.tail; s != nil && now.Sub(s.last) >= t.cfg.StreamIdle; s = t.tail {
 		t.remove(s)
 		t.counters.expired.Add(1)
 	}
 }
 
-func (t *tracker) remove(s *stream) {
+func (t *Tracker) remove(s *stream) {
 	s.gone = true
 	delete(t.streams, s.id)
 	t.unlink(s)
 	t.counters.streams.Store(int64(len(t.streams)))
 }
 
-func (t *tracker) pushFront(s *stream) {
+func (t *Tracker) pushFront(s *stream) {
 	s.prev, s.next = nil, t.head
 	if t.head != nil {
 		t.head.prev = s
@@ -357,7 +382,7 @@ func (t *tracker) pushFront(s *stream) {
 	}
 }
 
-func (t *tracker) unlink(s *stream) {
+func (t *Tracker) unlink(s *stream) {
 	if s.prev != nil {
 		s.prev.next = s.next
 	} else if t.head == s {
@@ -372,17 +397,17 @@ func (t *tracker) unlink(s *stream) {
 }
 
 // publish sends s's news.
-func (t *tracker) publish(s *stream) {
+func (t *Tracker) publish(s *stream) {
 	t.ack.write(s)
 	s.sent()
 }
 
 // send publishes one ack message.
-func (t *tracker) send(subject string, data []byte) {
-	if err := t.in.cfg.Conn.Publish(subject, data); err != nil {
+func (t *Tracker) send(subject string, data []byte) {
+	if err := t.conn.Publish(subject, data); err != nil {
 		t.counters.publishFailures.Add(1)
-		if ok, held := t.in.replyLog.Allow(time.Now()); ok {
-			t.in.log.Warn().Err(err).Int64("more", held).Msg("ingress: a batched ack could not be published")
+		if ok, held := t.replyLog.Allow(time.Now()); ok {
+			t.log.Warn().Err(err).Int64("more", held).Msg("ingress: a batched ack could not be published")
 		}
 		return
 	}
@@ -400,8 +425,8 @@ func minOf(v []uint64) uint64 {
 	return m
 }
 
-// BatchedStats are the batched-ack counters (Stats.Batched).
-type BatchedStats struct {
+// Stats are the batched-ack counters (ingress's Stats.Batched).
+type Stats struct {
 	// Received counts the messages of batched-ack streams taken; Acked the ones acknowledged as
 	// stored (duplicates and resends found in the store included), Refused the ones refused.
 	Received, Acked, Refused int64
@@ -426,9 +451,10 @@ type BatchedStats struct {
 	Packs int64
 }
 
-func (t *tracker) stats() BatchedStats {
+// Stats returns a snapshot of the counters. Safe to call at any time, from any goroutine.
+func (t *Tracker) Stats() Stats {
 	c := &t.counters
-	return BatchedStats{
+	return Stats{
 		Received: c.received.Load(), Acked: c.acked.Load(), Refused: c.refused.Load(),
 		AckMessages: c.ackMessages.Load(), Missing: c.missing.Load(), Streams: c.streams.Load(),
 		Evicted: c.evicted.Load(), Expired: c.expired.Load(), Lookups: c.lookups.Load(),
@@ -437,3 +463,31 @@ func (t *tracker) stats() BatchedStats {
 		Dropped: c.dropped.Load(), Packs: c.packs.Load(),
 	}
 }
+
+// Claims is stream's received set (received.go), made if the table does not hold it.
+func (t *Tracker) Claims(stream string) *Claims { return t.recv.set(stream) }
+
+// Release forgets a claim of stream's seq (a refusal ingress answered itself).
+func (t *Tracker) Release(stream string, seq uint64) { t.recv.release(stream, seq) }
+
+// The counts ingress keeps in Stats: messages of batched-ack streams taken (once per run of a
+// pack: two workers adding to one counter per message made its cache line bounce), packs, sends
+// without an ack subject, lookups of resends (and the hits), copies dropped by the claims.
+func (t *Tracker) CountReceived(n int) { t.counters.received.Add(int64(n)) }
+
+// CountPack: see CountReceived.
+func (t *Tracker) CountPack() { t.counters.packs.Add(1) }
+
+// CountUntracked: see CountReceived.
+func (t *Tracker) CountUntracked() { t.counters.untrackedSends.Add(1) }
+
+// CountLookup: see CountReceived.
+func (t *Tracker) CountLookup(hit bool) {
+	t.counters.lookups.Add(1)
+	if hit {
+		t.counters.lookupHits.Add(1)
+	}
+}
+
+// CountDropped: see CountReceived.
+func (t *Tracker) CountDropped() { t.counters.dropped.Add(1) }
