@@ -5,7 +5,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/jspull"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -73,7 +74,7 @@ type NATSOptions struct {
 	LogLevels *LevelWriter
 	// JetStream, when set, pulls from an existing JetStream stream through a durable consumer
 	// instead of subscribing to Subjects, and acks each message once it is durable here.
-	JetStream *ingress.JetStreamSource
+	JetStream *jspull.Config
 
 	// The read API (package engine/api), a micro service named "rocketstore" on the engine's
 	// connection. NoReadAPI turns it off. APIPrefix is its subjects' prefix (api.DefaultPrefix,
@@ -103,11 +104,11 @@ type NATSOptions struct {
 	// of its topic (every topic then has Partitions.Count queues). Subjects and QueueGroup must
 	// be empty.
 	Partitions *route.Partitions
-	// Replicated turns on replicated mode (docs/SCALE-OUT.md, ingress.ReplicatedSource): each
+	// Replicated turns on replicated mode (docs/SCALE-OUT.md, replicated.Config): each
 	// owned partition is consumed from its replicated JetStream stream (RMQ_P<p>) through a
 	// durable consumer the partition's engines share, pinned to one of them at a time; the
 	// publishers' acks are JetStream's. Needs Partitions and JetStream on the servers.
-	Replicated *ingress.ReplicatedSource
+	Replicated *replicated.Config
 	// OnRunning, when set, is called with the server once it serves, just before the "engine
 	// running" log line (a monitor attaches there, so that whoever waits for that line finds the
 	// status running).

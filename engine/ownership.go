@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -69,7 +69,7 @@ func OpenOwnershipBucket(ctx context.Context, js jetstream.JetStream, bucket str
 	bucket = cmpOr(bucket, DefaultOwnershipBucket)
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = ingress.RetryPlacement(ctx, func() (jetstream.KeyValue, error) {
+		kv, err = replicated.RetryPlacement(ctx, func() (jetstream.KeyValue, error) {
 			return js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 5,
 				Replicas: cmpOrInt(replicas, DefaultOwnershipReplicas), Storage: jetstream.FileStorage})
 		})

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rocketstore/engine/internal/natstest"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -121,7 +121,7 @@ func TestReplicatedFailover(t *testing.T) {
 		opts := testOptions(t, dir)
 		return serve(t, opts, NATSOptions{URL: url, TopicTokens: 1, NoReadAPI: true,
 			Partitions: &route.Partitions{Count: replParts, Owned: all},
-			Replicated: &ingress.ReplicatedSource{Consumer: consumer, PinnedTTL: time.Second, AckWait: 2 * time.Second,
+			Replicated: &replicated.Config{Consumer: consumer, PinnedTTL: time.Second, AckWait: 2 * time.Second,
 				Name: name, Heartbeat: 100 * time.Millisecond}})
 	}
 	dirA, dirB := t.TempDir(), t.TempDir()

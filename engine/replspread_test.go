@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rocketstore/engine/internal/natstest"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -38,7 +38,7 @@ func TestReplicatedSpread(t *testing.T) {
 	start := func(name string, server int) *served {
 		return serve(t, testOptions(t, dirs[name]), NATSOptions{URL: c.URL(server), TopicTokens: 1, NoReadAPI: true,
 			Partitions: &route.Partitions{Count: spreadParts, Owned: all},
-			Replicated: &ingress.ReplicatedSource{PinnedTTL: 10 * time.Minute, AckWait: 2 * time.Second,
+			Replicated: &replicated.Config{PinnedTTL: 10 * time.Minute, AckWait: 2 * time.Second,
 				Name: name, Heartbeat: 100 * time.Millisecond}})
 	}
 	engines := map[string]*served{"a": start("a", 0), "b": start("b", 1), "c": start("c", 2)}

@@ -13,21 +13,22 @@ import (
 	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
-// ackBatch is every batch's Done: the ack stage calls it once the batch's records have reached
-// the promised durability (or failed). It publishes one reply per record that has a reply
-// subject: an Ack, or an error with the code of ReplyCode(Record.Err). It does not wait for the
-// server: nats.go's Publish buffers, and writes to the socket itself only when its buffer is
-// full. Safe to call from any goroutine.
-func (in *Ingress) ackBatch(b *stages.Batch) {
+// done is every batch's Done, for core NATS messages: the ack stage calls it once the batch's
+// records have reached the promised durability (or failed). It publishes one reply per record
+// that has a reply subject: an Ack, or an error with the code of ReplyCode(Record.Err), and hands
+// the batch to the tracker when it holds batched records. It does not wait for the server:
+// nats.go's Publish buffers, and writes to the socket itself only when its buffer is full. Safe
+// to call from any goroutine.
+func (c *coreSource) done(b *stages.Batch) {
+	in := c.in
 	bufp := in.replyBufs.Get().(*[]byte)
 	buf := *bufp
 	tracked := false
-	var repl map[*replPartition][]replDone // replicated records done, by partition (replicated.go)
 	for i := range b.Records {
 		r := &b.Records[i]
 		switch c := r.Ctx.(type) {
 		case *batched.Meta:
-			// A batched-ack stream's: the tracker answers it (tracker.go).
+			// A batched-ack stream's: the tracker answers it (package batched).
 			tracked = true
 			if r.Err != nil && !c.Rejected && r.Err != errHeldAtAbort && !batched.IsStoredBefore(r.Err) {
 				in.counters.failed[codeIndex(ReplyCode(r.Err))].Add(1)
@@ -38,18 +39,6 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 			continue
 		case fence:
 			close(c) // every record the worker took before the fence is past the ack stage
-			continue
-		case *replMeta:
-			replDoneOf(&repl, r, c)
-			continue
-		}
-		if m := jsMsg(r.Ctx); m != nil {
-			if r.Err == nil {
-				in.counters.acks.Add(1)
-			} else {
-				in.counters.failed[codeIndex(ReplyCode(r.Err))].Add(1)
-			}
-			in.settleJetStream(m, r.Err)
 			continue
 		}
 		if r.Err != nil {
@@ -74,9 +63,6 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 	}
 	*bufp = buf[:0]
 	in.replyBufs.Put(bufp)
-	for rp, ds := range repl {
-		rp.doneMany(ds)
-	}
 	if tracked {
 		in.tracker.Offer(b) // the tracker recycles it
 	} else {
@@ -99,14 +85,10 @@ func appendRecordAck(dst []byte, r *stages.Record, storeHost netip.AddrPort) []b
 	return wire.AppendAckID(dst, &a, commitlog.AppendOffsetMsgID(id[:0], storeHost, r.PhysOffset))
 }
 
-// reject answers a message ingress refused and counts it; it never reaches Out.
+// reject answers a message ingress refused, as its source does, and counts it; it never
+// reaches Out.
 func (in *Ingress) reject(m *nats.Msg, err error) {
-	code := in.noteReject(m.Subject, err)
-	if in.js != nil {
-		in.settleJetStream(m, err)
-		return
-	}
-	in.replyError(m.Reply, code, err.Error())
+	in.src.refuse(m, in.noteReject(m.Subject, err), err)
 }
 
 // noteReject counts and logs a message ingress refused, and returns its code: one debug line
@@ -138,9 +120,7 @@ func clip(s string, n int) string {
 
 // replyError publishes an error reply, if there is a reply subject and replies are on.
 func (in *Ingress) replyError(reply string, code int, description string) {
-	// From a JetStream source the reply subject is the stream's ack subject: a message left
-	// unanswered there is delivered again, which is what a message we did not store needs.
-	if reply == "" || in.cfg.NoReply || in.js != nil {
+	if reply == "" || in.cfg.NoReply {
 		return
 	}
 	if len(description) > wire.MaxDescription {

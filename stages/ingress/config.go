@@ -16,6 +16,8 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages"
 	"github.com/rocketstore/engine/stages/ingress/batched"
+	"github.com/rocketstore/engine/stages/ingress/jspull"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -110,9 +112,9 @@ type Config struct {
 	// Clock stamps the born timestamps and the generated UNIQ_KEYs; default time.Now.
 	Clock func() time.Time
 	// JetStream, when set, pulls from a JetStream stream instead of subscribing to Subjects:
-	// a lossless bridge (see JetStreamSource).
-	JetStream *JetStreamSource
-	// Batched, when set, turns batched acks on (batched.go, docs/BATCHED-ACKS.md): messages
+	// a lossless bridge (see jspull.Config).
+	JetStream *jspull.Config
+	// Batched, when set, turns batched acks on (package batched, docs/BATCHED-ACKS.md): messages
 	// with the Rs-Seq header get one cumulative ack per stream per round instead of a reply each.
 	// Without it such messages are refused (ErrBatchedOff). Not with JetStream (the header is
 	// then an ordinary property) nor with QueueGroup (a stream split between engines could not
@@ -127,9 +129,9 @@ type Config struct {
 	// (QueuesPerTopic must be 0 or that), and the stored NATS_SUBJECT is the subject the publisher
 	// used (the part after "<Prefix>.<p>."). Not with JetStream or QueueGroup.
 	Partitions *route.Partitions
-	// Replicated, with Partitions, turns on replicated mode (replicated.go): each owned
+	// Replicated, with Partitions, turns on replicated mode (package replicated): each owned
 	// partition is consumed from its replicated JetStream stream instead of subscribed to.
-	Replicated *ReplicatedSource
+	Replicated *replicated.Config
 }
 
 // withDefaults checks c and fills in the defaults.
@@ -141,7 +143,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("ingress: Config.Out is nil")
 	}
 	if c.JetStream != nil {
-		js, err := c.JetStream.withDefaults()
+		js, err := c.JetStream.WithDefaults()
 		if err != nil {
 			return c, err
 		}
@@ -177,7 +179,7 @@ func (c Config) withDefaults() (Config, error) {
 		if c.Partitions == nil {
 			return c, errors.New("ingress: replicated mode consumes partitions: it needs Partitions")
 		}
-		r, err := c.Replicated.withDefaults()
+		r, err := c.Replicated.WithDefaults()
 		if err != nil {
 			return c, err
 		}
@@ -242,12 +244,4 @@ func (c Config) withDefaults() (Config, error) {
 		c.Clock = time.Now
 	}
 	return c, nil
-}
-
-// excluded reports whether subject is never stored.
-func (c *Config) excluded(subject string) bool {
-	if strings.HasPrefix(subject, "_INBOX.") || strings.HasPrefix(subject, "$") {
-		return true
-	}
-	return c.Exclude != nil && c.Exclude(subject)
 }

@@ -57,21 +57,23 @@
 // # Replies
 //
 // A message with a reply subject gets one reply (unless Config.NoReply): after the store took it,
-// an Ack as JSON (see Ack and wire.ParseReply), or an error as {"error":{"code":N,"description":"..."}}
+// an Ack as JSON (wire.Ack, wire.ParseReply), or an error as {"error":{"code":N,"description":"..."}}
 // with the codes of ReplyCode. Fire-and-forget publishers get nothing; core NATS is at-most-once
 // before the message reaches us.
 //
 // # Batched acks
 //
-// A message with the Rs-Seq header belongs to a publisher's stream (batched.go, and
-// docs/BATCHED-ACKS.md for the protocol): it gets no reply of its own. Its reply subject is the
-// stream's ack subject, where the tracker (tracker.go, fed by Done without ever blocking the ack
-// stage) sends one cumulative ack per stream per round: every sequence up to N stored, the
-// positions of what was stored since the last ack, refusals, and sequences that never arrived
-// (decided exactly, with markers the workers pass through the pipeline). Per stream, the first
-// copy of a sequence goes on and later copies are dropped (received.go); a resend is first
-// looked up in the store (Config.Batched.Lookup). The engine package's publisher sub-package is
-// the client.
+// A message with the Rs-Seq header belongs to a publisher's stream (docs/BATCHED-ACKS.md): it
+// gets no reply of its own, its stream gets cumulative acks from the tracker instead (package
+// batched, fed by Done without ever blocking the ack stage). Packs are split in the callback
+// (packs.go). engine/publisher is the client.
+//
+// # Sources
+//
+// Where messages come from is a Source (source.go): core NATS subscriptions (the default, all
+// of the above), a JetStream stream (Config.JetStream, package jspull) or the replicated
+// partitions' streams (Config.Replicated, package replicated), whose messages are acked to their
+// streams instead of replied to.
 //
 // # Back-pressure and drops
 //

@@ -25,7 +25,7 @@ func (w *worker) convert(m *nats.Msg, born int64) (stages.Record, error) {
 	in := w.in
 	rt := in.router.Route(m.Subject)
 	j := job{msg: m, route: rt, queue: in.router.Queue(m, rt)}
-	if vals := batched.Header(m); vals != nil && in.js == nil {
+	if vals := batched.Header(m); vals != nil {
 		sh, err := parseSeqHeader(vals)
 		if err == nil && in.tracker == nil {
 			err = ErrBatchedOff

@@ -24,9 +24,6 @@ type fence chan struct{}
 // errFence is a fence record's error: never replied, never counted.
 var errFence = errors.New("ingress: fence")
 
-// errReplicatedMove: in replicated mode a partition's engines share its consumer; the pin moves.
-var errReplicatedMove = errors.New("ingress: replicated mode: a partition moves with its consumer's pin, not by handoff")
-
 // ErrNotOwned: a message for a partition this engine does not own (503: the owner may come back,
 // or the partition may move here; the publisher retries).
 var ErrNotOwned = fmt.Errorf("%w: partition not owned by this engine", ErrUnavailable)
@@ -42,15 +39,17 @@ func (in *Ingress) notOwned(part int, subject string) error {
 }
 
 // AddPartition starts taking partition part: it becomes owned, and its subscription is made and
-// confirmed by the server. Taking a partition already owned does nothing.
+// confirmed by the server. Taking a partition already owned does nothing. Only core NATS
+// subscriptions move partitions so (a replicated partition moves with its consumer's pin).
 func (in *Ingress) AddPartition(ctx context.Context, part int) error {
-	p := in.cfg.Partitions
-	if p == nil {
+	if in.cfg.Partitions == nil {
 		return ErrNotPartitioned
 	}
-	if in.cfg.Replicated != nil {
-		return errReplicatedMove
-	}
+	return in.src.addPartition(ctx, part)
+}
+
+func (c *coreSource) addPartition(ctx context.Context, part int) error {
+	in, p := c.in, c.in.cfg.Partitions
 	if part < 0 || part >= p.Count {
 		return fmt.Errorf("ingress: partition %d: want 0 to %d", part, p.Count-1)
 	}
@@ -81,13 +80,14 @@ func (in *Ingress) AddPartition(ctx context.Context, part int) error {
 // level of its batch (written, in async mode: the caller waits for durability if it needs it).
 // Giving up a partition not owned does nothing.
 func (in *Ingress) RemovePartition(ctx context.Context, part int) error {
-	p := in.cfg.Partitions
-	if p == nil {
+	if in.cfg.Partitions == nil {
 		return ErrNotPartitioned
 	}
-	if in.cfg.Replicated != nil {
-		return errReplicatedMove
-	}
+	return in.src.removePartition(ctx, part)
+}
+
+func (c *coreSource) removePartition(ctx context.Context, part int) error {
+	in, p := c.in, c.in.cfg.Partitions
 	in.partMu.Lock()
 	defer in.partMu.Unlock()
 	if part < 0 || part >= p.Count || !p.Owns(part) {

@@ -15,10 +15,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
-	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 	"github.com/rocketstore/engine/stages/ingress/batched"
 	"github.com/rocketstore/engine/stages/ingress/internal/bounded"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -36,7 +36,11 @@ type Ingress struct {
 	log     zerolog.Logger
 	router  *route.Router
 	workers []*worker
-	done    func(*stages.Batch) // in.ackBatch, bound once: every batch carries it without a new closure
+	// src is where the messages come from (source.go); done is src.done, bound once: every
+	// batch carries it without a new closure; durable is src.durable().
+	src     Source
+	done    func(*stages.Batch)
+	durable bool
 
 	counters  counters
 	rejectLog bounded.LogLimiter
@@ -63,10 +67,11 @@ type Ingress struct {
 	subsMu   sync.Mutex
 	subs     []*subscription // guarded by subsMu; partitions add and remove theirs (handoff.go)
 	partMu   sync.Mutex      // serializes AddPartition and RemovePartition
-	repl     *replicated     // replicated mode (replicated.go), nil otherwise
 	drops    dropReporter    // owned by Run's goroutine
-	js       *jetStream      // the JetStream source, when Config.JetStream is set
-	// tracker answers batched-ack streams (tracker.go), when Config.Batched is set. It outlives
+	// repl is the replicated source once it started (replsource.go), for its status; nil
+	// otherwise.
+	repl atomic.Pointer[replicated.Source]
+	// tracker answers batched-ack streams (package batched), when Config.Batched is set. It outlives
 	// Run (RunAcks), because the ack stage calls Done after Run has returned.
 	tracker     *batched.Tracker
 	acksStarted atomic.Bool
@@ -102,7 +107,8 @@ func New(cfg Config) (*Ingress, error) {
 		freeEntries: make(chan []nats.Msg, maxFreeEntries),
 	}
 	in.drops.in = in
-	in.done = in.ackBatch
+	in.src = newSource(in)
+	in.done, in.durable = in.src.done, in.src.durable()
 	// The broker's own address, pid and a random salt, as a RocketMQ broker generates ids for
 	// messages that come without one.
 	gen := commitlog.NewUniqKeyGen(cfg.StoreHost.Addr(), os.Getpid(), rand.Int32(), cfg.Clock)
@@ -167,7 +173,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 	for _, w := range in.workers {
 		group.Go(fmt.Sprintf("ingress-worker-%d", w.id), w.run)
 	}
-	err := in.subscribe(ctx)
+	err := in.src.start(ctx)
 	if err == nil {
 		close(in.ready)
 		in.log.Debug().Strs("subjects", in.cfg.Subjects).Int("workers", len(in.workers)).Msg("ingress running")
@@ -177,7 +183,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 	} else {
 		cancel()
 	}
-	in.endSubscriptions(ctx, cancel)
+	in.src.stop(ctx, cancel)
 	close(in.subsDone) // no callback runs any more: the workers finish what they hold
 	_ = group.Wait()   // workers return nil or a cancellation, which the group swallows
 	in.failLeftovers()
@@ -251,55 +257,7 @@ func (in *Ingress) failLeftovers() {
 			if j.msg == nil {
 				continue // a tracker marker, or a fence (its waiter gives up with the abort)
 			}
-			in.answerStopped(&j)
+			in.abandon(&j)
 		}
-	}
-}
-
-// onMsg is the subscription callback, on nats.go's goroutine for the subscription. It does only
-// cheap work and hands the message to the worker that owns its (topic, queue). Blocking here
-// when that worker is behind is the back-pressure: nats.go then buffers, up to the pending limits.
-func (in *Ingress) onMsg(m *nats.Msg) {
-	in.counters.received.Add(1)
-	if in.cfg.excluded(m.Subject) {
-		in.counters.excluded.Add(1)
-		if in.js != nil {
-			in.settleJetStream(m, nil) // not ours to store: done with it
-		}
-		return
-	}
-	if m.Header != nil && in.js == nil {
-		if vals := m.Header[wire.HeaderPack]; vals != nil {
-			in.onPack(m, vals)
-			return
-		}
-	}
-	rt := in.router.Route(m.Subject)
-	if rt.Partition >= 0 && !in.cfg.Partitions.Owns(int(rt.Partition)) {
-		in.reject(m, in.notOwned(int(rt.Partition), rt.Stored))
-		return
-	}
-	q := in.router.Queue(m, rt)
-	w := in.workers[rt.Worker(q, len(in.workers))]
-	if j := (job{msg: m, route: rt, queue: q}); !in.send(w, j) {
-		in.answerStopped(&j)
-	}
-}
-
-// send hands j to w, waiting while w's inbox is full (the back-pressure on the NATS
-// callbacks); it returns false if the ingress aborts first. The inbox mostly has room: trying a
-// plain send before the two-way select saves the select's cost, which at one send per message
-// was a twentieth of the engine's CPU.
-func (in *Ingress) send(w *worker, j job) bool {
-	select {
-	case w.jobs <- j:
-		return true
-	default:
-	}
-	select {
-	case w.jobs <- j:
-		return true
-	case <-in.abort:
-		return false
 	}
 }

@@ -57,7 +57,7 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 		}
 		// This run and every one after it are refused to the stream, in its acks.
 		rest := job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.Seq + uint64(i), count: int32(len(entries) - i)}
-		in.answerStopped(&rest)
+		in.abandon(&rest)
 		return false
 	})
 }

@@ -38,7 +38,7 @@ type packTemplate struct {
 
 // templated says whether the entry j (with sequence seq) is one a template may encode.
 func templated(j *job, seq *wire.SeqHeader) bool {
-	return j.pack != nil && seq != nil && j.msg.Header == nil && j.repl == nil
+	return j.pack != nil && seq != nil && j.msg.Header == nil && j.origin == nil
 }
 
 // holds says whether t is the template of an entry of pack, routed by rt, born at born.

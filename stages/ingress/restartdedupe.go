@@ -42,7 +42,7 @@ type restartLookups struct {
 func (w *worker) answeredFromStore(j *job) bool {
 	in := w.in
 	d := in.cfg.Restarted
-	if d == nil || in.js != nil || j.msg.Header == nil || j.route.Err != nil || in.restart.over.Load() {
+	if d == nil || j.msg.Header == nil || j.route.Err != nil || in.restart.over.Load() {
 		return false
 	}
 	ids := j.msg.Header[nats.MsgIdHdr]

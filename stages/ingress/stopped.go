@@ -12,22 +12,27 @@ import (
 // in Stats.Aborted rather than in Failed (the store never saw it).
 var errHeldAtAbort = fmt.Errorf("%w", ErrStopped)
 
-// answerStopped answers the messages of j, which ingress holds and will not store because it
-// is aborting (the pipeline failed, or an Abort): a plain message gets a 503 reply; a message
+// abandon counts the messages of j, which ingress holds and will not store because it is
+// aborting (the pipeline failed, or an Abort), and has its source answer them.
+func (in *Ingress) abandon(j *job) {
+	in.counters.aborted.Add(int64(j.messages()))
+	in.src.abandon(j)
+}
+
+// abandon answers the messages of j (see Ingress.abandon): a plain message gets a 503 reply; a message
 // of a batched-ack stream, or a run of pack entries, is refused to its stream by the tracker,
 // with the same 503 in the stream's next ack, so that the publisher learns it now and retries
 // (a plain reply on the ack subject would mean the engine refused the protocol itself). A pack
 // run's entries are then done with (packDone).
-func (in *Ingress) answerStopped(j *job) {
-	n := j.messages()
-	in.counters.aborted.Add(int64(n))
+func (c *coreSource) abandon(j *job) {
+	in, n := c.in, j.messages()
 	switch {
 	case j.pack != nil:
 		in.refuseStopped(j.pack.SeqHeader, j.seq, n, j.msg.Reply)
 		if j.count > 0 {
 			in.packDone(j.pack, n)
 		}
-	case in.js == nil && batched.Header(j.msg) != nil:
+	case batched.Header(j.msg) != nil:
 		if sh, err := parseSeqHeader(batched.Header(j.msg)); err == nil && in.tracker != nil {
 			in.refuseStopped(sh, sh.Seq, 1, j.msg.Reply)
 		}

@@ -10,18 +10,18 @@ import (
 	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
-// batched builds the record of a message that carries the batched-ack header (batched.go). ok
+// batchedRecord builds the record of a message that carries the batched-ack header. ok
 // is false when the message was refused as a plain one and answered already: a malformed header,
 // or batched acks off, or a copy of a sequence another copy of which entered the pipeline
-// already (received.go). A message refused here for its stream (invalid input) is returned as a
+// already (batched.Claims). A message refused here for its stream (invalid input) is returned as a
 // record with its error, so that its refusal reaches the tracker in order with the others; a
 // resend that Lookup finds in the store is returned as a record with a storedBefore error: the
-// appender skips both. n is the number of messages of the batch being built (see newMeta). The record
-// is built in place in rec, a zeroed slot of the batch (a Record is a few hundred bytes: built
+// appender skips both. Its meta goes in b's metas (batched.NewMeta). The record is built in place
+// in rec, a zeroed slot of the batch (a Record is a few hundred bytes: built
 // and copied out, it cost a sixth of the worker's time); rec is left as it may be when ok is
 // false. The caller counts the message in the tracker's received counter (once per run of a
 // pack: two workers adding to one counter per message made its cache line bounce).
-func (w *worker) batched(rec *stages.Record, j *job, born int64, sh wire.SeqHeader, metas *[]batched.Meta, n int) bool {
+func (w *worker) batchedRecord(rec *stages.Record, b *batchBuild, j *job, sh wire.SeqHeader) bool {
 	in, m := w.in, j.msg
 	t := in.tracker
 	ids := m.Header[nats.MsgIdHdr]
@@ -29,7 +29,7 @@ func (w *worker) batched(rec *stages.Record, j *job, born int64, sh wire.SeqHead
 		// Nowhere to send acks: stored as a fire-and-forget message (with the appender's
 		// dedupe, as a message with a Nats-Msg-Id), never tracked.
 		t.CountUntracked()
-		if err := w.encodeInto(rec, j, born, &sh); err != nil {
+		if err := w.encodeInto(rec, j, b.born, &sh); err != nil {
 			in.reject(m, err)
 			return false
 		}
@@ -47,7 +47,7 @@ func (w *worker) batched(rec *stages.Record, j *job, born int64, sh wire.SeqHead
 		t.CountLookup(found)
 		if found {
 			*rec = stages.Record{Topic: j.route.Topic, QueueID: at.QueueID, MsgID: id,
-				Err: &batched.StoredBefore{At: at}, Ctx: batched.NewMeta(metas, n, sh, m.Reply)}
+				Err: &batched.StoredBefore{At: at}, Ctx: batched.NewMeta(&b.metas, b.n, sh, m.Reply)}
 			return true
 		}
 	}
@@ -63,8 +63,8 @@ func (w *worker) batched(rec *stages.Record, j *job, born int64, sh wire.SeqHead
 		t.CountDropped()
 		return false
 	}
-	meta := batched.NewMeta(metas, n, sh, m.Reply)
-	if err := w.encodeInto(rec, j, born, &sh); err != nil {
+	meta := batched.NewMeta(&b.metas, b.n, sh, m.Reply)
+	if err := w.encodeInto(rec, j, b.born, &sh); err != nil {
 		in.noteReject(m.Subject, err)
 		meta.Rejected = true
 		*rec = stages.Record{Topic: j.route.Topic, QueueID: j.queue, Err: err, Ctx: meta}
@@ -80,27 +80,30 @@ func (w *worker) batched(rec *stages.Record, j *job, born int64, sh wire.SeqHead
 	return true
 }
 
-// seqHeader says whether j is a message of a batched-ack stream (isBatched), and if so gives its
-// sequence: an entry of a pack (checked by the callback), or a message with an Rs-Seq header
-// (checked here). A malformed header, or one that comes while batched acks are off, is refused
-// and answered here: ok is then false, and the caller skips the message.
-func (w *worker) seqHeader(j *job) (sh wire.SeqHeader, isBatched, ok bool) {
-	if j.pack != nil {
-		return j.pack.EntrySeq(j.seq), true, true
-	}
-	vals := batched.Header(j.msg)
-	if vals == nil || w.in.js != nil {
-		return wire.SeqHeader{}, false, false
-	}
+// batchedMsg adds the record of j, a message with the Rs-Seq header vals, to b. A malformed
+// header, or one that comes while batched acks are off, is refused and answered here.
+func (w *worker) batchedMsg(b *batchBuild, j *job, vals []string) {
 	sh, err := parseSeqHeader(vals)
 	if err == nil && w.in.tracker == nil {
 		err = ErrBatchedOff
 	}
 	if err != nil {
 		w.in.reject(j.msg, err)
-		return wire.SeqHeader{}, true, false
+		return
 	}
-	return sh, true, true
+	w.in.tracker.CountReceived(1)
+	w.addBatched(b, j, sh)
+}
+
+// packRun adds the records of j, a run of pack entries, to b: each is a batched message of its
+// own.
+func (w *worker) packRun(b *batchBuild, j *job) {
+	run := j.pack.Run(j.seq, int(j.count))
+	w.in.tracker.CountReceived(len(run))
+	for k := range run {
+		ej := job{msg: &run[k], route: j.route, queue: j.queue, pack: j.pack, seq: j.seq + uint64(k)}
+		w.addBatched(b, &ej, j.pack.EntrySeq(ej.seq))
+	}
 }
 
 // trackerHost is what the tracker needs of ingress (batched.Pipeline).
@@ -134,4 +137,20 @@ func parseSeqHeader(vals []string) (wire.SeqHeader, error) {
 		return sh, fmt.Errorf("%w: %w", ErrInvalidHeader, err)
 	}
 	return sh, nil
+}
+
+// addBatched builds the record of j, a message of a batched-ack stream with sequence sh, in a
+// new slot at the end of b's records, and takes the slot back when batchedRecord refused the
+// message (it is answered already); a record that carries its refusal counts in b.extra. The
+// slot is within the records' capacity (n messages, see batchMem), so no later append moves the
+// record being built.
+func (w *worker) addBatched(b *batchBuild, j *job, sh wire.SeqHeader) {
+	b.recs = append(b.recs, stages.Record{})
+	rec := &b.recs[len(b.recs)-1]
+	switch {
+	case !w.batchedRecord(rec, b, j, sh):
+		b.recs = b.recs[:len(b.recs)-1]
+	case rec.Err != nil:
+		b.extra++
+	}
 }

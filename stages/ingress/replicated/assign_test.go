@@ -1,4 +1,4 @@
-package ingress
+package replicated
 
 import (
 	"encoding/json"

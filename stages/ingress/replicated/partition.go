@@ -1,4 +1,4 @@
-package ingress
+package replicated
 
 import (
 	"context"
@@ -13,13 +13,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// replPartition consumes one partition's stream in replicated mode (replicated.go): the loop
+// Partition consumes one partition's stream (source.go): the loop
 // (run, one goroutine, started once the stream and consumer are open) pulls the partition while
-// it is assigned here (replbalance.go), takes its messages in sequence order and hands them to
+// it is assigned here (assign.go), takes its messages in sequence order and hands them to
 // the workers; ackBatch reports what became durable (doneMany), which moves the partition's
 // floor, the sequence up to which everything is durable here, and AckAll-s the consumer there.
-type replPartition struct {
-	r      *replicated
+type Partition struct {
+	r      *Source
 	part   int
 	stream jetstream.Stream   // set by open, before the loop starts
 	cons   jetstream.Consumer // set by open, before the loop starts
@@ -55,13 +55,13 @@ type replPartition struct {
 // errUnassigned ends a session: the partition is assigned to another engine now.
 var errUnassigned = errors.New("ingress: replicated partition assigned to another engine")
 
-func newReplPartition(r *replicated, part int) *replPartition {
-	return &replPartition{r: r, part: part, done: map[uint64]jetstream.Msg{}, assignCh: make(chan struct{}, 1),
+func newPartition(r *Source, part int) *Partition {
+	return &Partition{r: r, part: part, done: map[uint64]jetstream.Msg{}, assignCh: make(chan struct{}, 1),
 		progress: make(chan struct{}, 1), failed: make(chan uint64, 1)}
 }
 
 // setAssigned gives the partition to this engine or takes it away (ending the session).
-func (rp *replPartition) setAssigned(mine bool) {
+func (rp *Partition) setAssigned(mine bool) {
 	if rp.assigned.Swap(mine) == mine {
 		return
 	}
@@ -81,8 +81,7 @@ func (rp *replPartition) setAssigned(mine bool) {
 // run pulls the partition while it is assigned here, until ctx ends. A session ends on a
 // failure (the store did not take a message, the consumer failed: the next one starts from the
 // floor after RetryDelay) or when the partition is assigned elsewhere (stepDown).
-func (rp *replPartition) run(ctx context.Context) {
-	in := rp.r.in
+func (rp *Partition) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if !rp.assigned.Load() {
 			select {
@@ -93,7 +92,7 @@ func (rp *replPartition) run(ctx context.Context) {
 			}
 		}
 		err := rp.session(ctx)
-		if ctx.Err() != nil || in.cfg.Conn.IsClosed() {
+		if ctx.Err() != nil || rp.r.conn.IsClosed() {
 			return // stopping, or the engine's connection is gone for good
 		}
 		if errors.Is(err, errUnassigned) {
@@ -103,7 +102,7 @@ func (rp *replPartition) run(ctx context.Context) {
 		rp.mu.Lock()
 		rp.failing = err
 		rp.mu.Unlock()
-		in.log.Warn().Err(err).Int("partition", rp.part).Dur("retry_in", rp.r.src.RetryDelay).
+		rp.r.log.Warn().Err(err).Int("partition", rp.part).Dur("retry_in", rp.r.src.RetryDelay).
 			Msg("ingress: replicated partition stopped; starting again from its last durable message")
 		select {
 		case <-time.After(rp.r.src.RetryDelay):
@@ -116,7 +115,7 @@ func (rp *replPartition) run(ctx context.Context) {
 // stepDown hands the partition over once another engine is to take it: the pin is given up (the
 // server pins the next engine's pull at once instead of after PinnedTTL), and what this engine
 // took of the partition is waited for, so that a later session here starts above it.
-func (rp *replPartition) stepDown(ctx context.Context) {
+func (rp *Partition) stepDown(ctx context.Context) {
 	rp.unpin(ctx)
 	for {
 		rp.mu.Lock()
@@ -143,7 +142,7 @@ func (rp *replPartition) stepDown(ctx context.Context) {
 const unpinTimeout = 5 * time.Second
 
 // unpin gives up the consumer's pin if this engine holds it.
-func (rp *replPartition) unpin(ctx context.Context) {
+func (rp *Partition) unpin(ctx context.Context) {
 	if rp.pinID == "" || rp.cons == nil {
 		return
 	}
@@ -161,12 +160,12 @@ func (rp *replPartition) unpin(ctx context.Context) {
 	}
 	if err != nil {
 		// The pin then lapses after PinnedTTL.
-		rp.r.in.log.Debug().Err(err).Int("partition", rp.part).Msg("ingress: replicated: giving up the pin")
+		rp.r.log.Debug().Err(err).Int("partition", rp.part).Msg("ingress: replicated: giving up the pin")
 	}
 }
 
 // session takes the partition's messages from where this engine's store is durable on.
-func (rp *replPartition) session(ctx context.Context) error {
+func (rp *Partition) session(ctx context.Context) error {
 	src := rp.r.src
 	last, err := src.LastSeq(rp.part)
 	if err != nil {
@@ -223,7 +222,7 @@ func (rp *replPartition) session(ctx context.Context) error {
 }
 
 // pull takes the pulled messages in sequence order until ctx ends or the pull fails.
-func (rp *replPartition) pull(ctx context.Context, it jetstream.MessagesContext) error {
+func (rp *Partition) pull(ctx context.Context, it jetstream.MessagesContext) error {
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if errors.Is(err, jetstream.ErrNoHeartbeat) && ctx.Err() == nil {
@@ -272,7 +271,7 @@ const pinIDHeader = "Nats-Pin-Id"
 
 // catchUp takes the stream's messages from sequence from up to (not including) to, with an
 // ordered consumer.
-func (rp *replPartition) catchUp(ctx context.Context, from, to uint64) error {
+func (rp *Partition) catchUp(ctx context.Context, from, to uint64) error {
 	oc, err := rp.r.js.OrderedConsumer(ctx, rp.r.src.StreamName(rp.part), jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
 	if err != nil {
@@ -304,11 +303,11 @@ func (rp *replPartition) catchUp(ctx context.Context, from, to uint64) error {
 
 // deliver takes sequence seq: looked up when it may be stored already, else handed to its
 // worker. Sequences the stream skipped (deleted) are done at once.
-func (rp *replPartition) deliver(ctx context.Context, subject string, hdr nats.Header, data []byte, seq uint64,
+func (rp *Partition) deliver(ctx context.Context, subject string, hdr nats.Header, data []byte, seq uint64,
 	ts time.Time, ack jetstream.Msg) error {
 	if seq > rp.exp {
 		if !rp.warnedGone {
-			rp.r.in.log.Warn().Int("partition", rp.part).Uint64("from", rp.exp).Uint64("to", seq-1).
+			rp.r.log.Warn().Int("partition", rp.part).Uint64("from", rp.exp).Uint64("to", seq-1).
 				Msg("ingress: replicated partition: sequences no longer in the stream (deleted, or past its retention): not stored here")
 			rp.warnedGone = true
 		}
@@ -319,14 +318,14 @@ func (rp *replPartition) deliver(ctx context.Context, subject string, hdr nats.H
 	rp.maxSeen = max(rp.maxSeen, seq)
 	rp.mu.Unlock()
 	m := &nats.Msg{Subject: subject, Header: hdr, Data: data}
-	meta := &replMeta{part: rp, seq: seq, ts: ts.UnixMilli(), ack: ack}
+	meta := &Meta{Part: rp, Seq: seq, TS: ts.UnixMilli(), Ack: ack}
 	if seq <= rp.skipTo {
-		if rt := rp.r.in.router.Route(subject); rt.Err == nil && rp.r.src.Found(rt.Topic, replUniqKey(m, rp.r.src.StreamName(rp.part), seq)) {
-			rp.doneOne(seq, ack)
+		if topic, ok := rp.r.sink.Topic(subject); ok && rp.r.src.Found(topic, replUniqKey(m, rp.r.src.StreamName(rp.part), seq)) {
+			rp.DoneOne(seq, ack)
 			return nil
 		}
 	}
-	return rp.r.in.onReplicated(ctx, m, meta)
+	return rp.r.sink.Take(ctx, m, meta)
 }
 
 // replUniqKey is a replicated message's UNIQ_KEY: its Nats-Msg-Id, else "<stream>:<seq>".
@@ -337,25 +336,32 @@ func replUniqKey(m *nats.Msg, stream string, seq uint64) string {
 	return stream + ":" + strconv.FormatUint(seq, 10)
 }
 
-// doneOne is doneMany of one sequence.
-func (rp *replPartition) doneOne(seq uint64, ack jetstream.Msg) {
-	rp.doneMany([]replDone{{seq: seq, ack: ack}})
+// Number is the partition's number; StreamName its stream's name.
+func (rp *Partition) Number() int { return rp.part }
+
+// StreamName: see Number.
+func (rp *Partition) StreamName() string { return rp.r.src.StreamName(rp.part) }
+
+// DoneOne is DoneMany of one sequence.
+func (rp *Partition) DoneOne(seq uint64, ack jetstream.Msg) {
+	rp.DoneMany([]Done{{Seq: seq, Ack: ack}})
 }
 
-// replDone is a sequence done here: durable, refused for good, or not in the stream.
-type replDone struct {
-	seq uint64
-	ack jetstream.Msg
+// Done is a sequence done here: durable, refused for good, or not in the stream; Ack is its
+// message to AckAll with (nil: none).
+type Done struct {
+	Seq uint64
+	Ack jetstream.Msg
 }
 
-// doneMany records sequences done, moves the floor over the contiguous ones and AckAll-s the
+// DoneMany records sequences done, moves the floor over the contiguous ones and AckAll-s the
 // consumer at the highest durable-consumer message under the floor.
-func (rp *replPartition) doneMany(ds []replDone) {
+func (rp *Partition) DoneMany(ds []Done) {
 	rp.mu.Lock()
 	var ack jetstream.Msg
 	for _, d := range ds {
-		if d.seq > rp.floor {
-			rp.done[d.seq] = d.ack
+		if d.Seq > rp.floor {
+			rp.done[d.Seq] = d.Ack
 		}
 	}
 	for {
@@ -376,13 +382,13 @@ func (rp *replPartition) doneMany(ds []replDone) {
 	}
 	if ack != nil {
 		if err := ack.Ack(); err != nil && !errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
-			rp.r.in.log.Debug().Err(err).Int("partition", rp.part).Msg("ingress: replicated ack")
+			rp.r.log.Debug().Err(err).Int("partition", rp.part).Msg("ingress: replicated ack")
 		}
 	}
 }
 
 // skipRange marks sequences from..to done: the stream does not hold them.
-func (rp *replPartition) skipRange(from, to uint64) {
+func (rp *Partition) skipRange(from, to uint64) {
 	rp.mu.Lock()
 	if rp.floor+1 >= from {
 		rp.floor = max(rp.floor, to)
@@ -397,15 +403,15 @@ func (rp *replPartition) skipRange(from, to uint64) {
 		return
 	}
 	rp.mu.Unlock()
-	ds := make([]replDone, 0, min(to-from+1, 1<<16))
+	ds := make([]Done, 0, min(to-from+1, 1<<16))
 	for x := from; x <= to; x++ {
-		ds = append(ds, replDone{seq: x})
+		ds = append(ds, Done{Seq: x})
 	}
-	rp.doneMany(ds)
+	rp.DoneMany(ds)
 }
 
-// fail ends the session: the store did not take seq (it will be taken again from the floor).
-func (rp *replPartition) fail(seq uint64) {
+// Fail ends the session: the store did not take seq (it will be taken again from the floor).
+func (rp *Partition) Fail(seq uint64) {
 	select {
 	case rp.failed <- seq:
 	default:
@@ -418,7 +424,7 @@ func (rp *replPartition) fail(seq uint64) {
 }
 
 // Floor is everything durable here of the partition, for tests and status.
-func (rp *replPartition) Floor() uint64 {
+func (rp *Partition) Floor() uint64 {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	return rp.floor

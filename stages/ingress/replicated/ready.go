@@ -1,4 +1,4 @@
-package ingress
+package replicated
 
 import (
 	"errors"
@@ -37,12 +37,11 @@ func isPermanentJetStream(err error) bool {
 	return errors.As(err, &apiErr) && slices.Contains(permanentJetStream, apiErr.ErrorCode)
 }
 
-// ReplicatedReady is nil when, in replicated mode, this engine consumes what it should: every
+// Ready is nil when, in replicated mode, this engine consumes what it should: every
 // partition's stream and consumer open, the other engines of the consumer found and the
 // partitions spread, and no partition taken here failing. Otherwise it says why not (for
 // /readyz). Always nil outside replicated mode.
-func (in *Ingress) ReplicatedReady() error {
-	r := in.repl
+func (r *Source) Ready() error {
 	if r == nil {
 		return nil
 	}
@@ -86,26 +85,26 @@ func (in *Ingress) ReplicatedReady() error {
 	return nil
 }
 
-// ReplicatedStarted is closed, in replicated mode, once every partition's stream and consumer
+// Started is closed, in replicated mode, once every partition's stream and consumer
 // are open and the partitions have been spread over the live engines (messages published then
 // are taken); at once otherwise.
-func (in *Ingress) ReplicatedStarted() <-chan struct{} {
-	if in.repl == nil {
+func (r *Source) Started() <-chan struct{} {
+	if r == nil {
 		c := make(chan struct{})
 		close(c)
 		return c
 	}
-	return in.repl.started
+	return r.started
 }
 
-// ReplicatedTaken are, in replicated mode, the partitions the live engines' assignment gives this
+// Taken are, in replicated mode, the partitions the live engines' assignment gives this
 // engine, ascending (nil otherwise): the ones it pulls.
-func (in *Ingress) ReplicatedTaken() []int {
-	if in.repl == nil {
+func (r *Source) Taken() []int {
+	if r == nil {
 		return nil
 	}
 	out := []int{}
-	for p, rp := range in.repl.parts {
+	for p, rp := range r.parts {
 		if rp.assigned.Load() {
 			out = append(out, p)
 		}
@@ -114,15 +113,15 @@ func (in *Ingress) ReplicatedTaken() []int {
 	return out
 }
 
-// ReplicatedEngines are, in replicated mode, the names of the live engines of the consumer (this
+// Engines are, in replicated mode, the names of the live engines of the consumer (this
 // one included) as the partitions were last spread (nil otherwise).
-func (in *Ingress) ReplicatedEngines() []string {
-	if in.repl == nil {
+func (r *Source) Engines() []string {
+	if r == nil {
 		return nil
 	}
-	in.repl.stateMu.Lock()
-	defer in.repl.stateMu.Unlock()
-	return slices.Clone(in.repl.live)
+	r.stateMu.Lock()
+	defer r.stateMu.Unlock()
+	return slices.Clone(r.live)
 }
 
 func isClosed(c <-chan struct{}) bool {

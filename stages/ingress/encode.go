@@ -14,6 +14,11 @@ import (
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
+// recordSlack bounds how much longer a record is than its body, topic and properties: 91 fixed
+// bytes (V1, IPv4 hosts) + 24 for two IPv6 hosts + 1 for a V2 topic length + 21 for the
+// __CRC32# reservation and its separator.
+const recordSlack = 91 + 24 + 1 + 21
+
 // PropNatsSubject is the property that keeps a record's NATS subject.
 const PropNatsSubject = route.PropNatsSubject
 
@@ -90,7 +95,7 @@ func (b *propBuilder) build(m *nats.Msg, rt *route.Route) (props []byte, msgID s
 }
 
 // buildWith is build for a message of a batched-ack stream when seq is not nil: its Rs-Seq header
-// is not stored, and without a Nats-Msg-Id its UNIQ_KEY is "<stream>:<seq>" (batched.go), for
+// is not stored, and without a Nats-Msg-Id its UNIQ_KEY is "<stream>:<seq>" (wire.DerivedMsgID), for
 // which it returns msgID "".
 func (b *propBuilder) buildWith(m *nats.Msg, rt *route.Route, seq *wire.SeqHeader) (props []byte, msgID string, err error) {
 	h := m.Header
@@ -199,4 +204,100 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route.Route, seq *wire.SeqHeade
 	b.index = recordIndex(rt, uniq, keys, tagsValue)
 	b.seqAt = seqAt
 	return buf, msgID, nil
+}
+
+// encodeSeq is encode for a message of a batched-ack stream when seq is not nil.
+func (w *worker) encodeSeq(j *job, born int64, seq *wire.SeqHeader) (stages.Record, error) {
+	var r stages.Record
+	err := w.encodeInto(&r, j, born, seq)
+	return r, err
+}
+
+// encodeInto is encodeSeq building the record in r, a zeroed slot (see batched); on error r is
+// left as it may be.
+func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *wire.SeqHeader) error {
+	rt := j.route
+	if rt.Err != nil {
+		return rt.Err
+	}
+	tmpl := templated(j, seq)
+	if tmpl && w.tmpl.holds(j.pack, rt, born) {
+		return w.fromTemplate(r, j, seq)
+	}
+	if undecodedHeaders(j.msg) {
+		return errUndecodedHeaders
+	}
+	props, msgID, err := w.props.buildWith(j.msg, rt, seq)
+	if err != nil {
+		return err
+	}
+	cfg := &w.in.cfg
+	// The worker's own Message, filled in place: a new one per message was a tenth of the
+	// encoding's time (a large struct to zero and copy). Only these fields are ever set; the
+	// others stay zero, as a record from NATS has them.
+	m := &w.msg
+	m.Topic, m.QueueID, m.BornTimestamp = rt.Topic, j.queue, born
+	m.BornHost, m.StoreHost = cfg.BornHost, cfg.StoreHost
+	m.Body, m.Properties = j.msg.Data, props
+	free := w.arenaTail(len(m.Body) + len(m.Topic) + len(props) + recordSlack)
+	// Encoding into the free tail of the arena writes in place; a record too big for an arena
+	// gets a buffer of its own from AppendRecord, after its checks, so a rejected oversized
+	// body costs no allocation.
+	rec, err := commitlog.AppendRecord(free, m, *cfg.Encode)
+	m.Body, m.Properties = nil, nil // keep no message alive
+	if err != nil {
+		return err
+	}
+	w.keep(free, rec)
+	if tmpl {
+		w.tmpl.reset(j, born, seq, rec, props, &w.props, *cfg.Encode)
+	}
+	r.Bytes = rec[:len(rec):len(rec)] // capped: an append must never run into the next record
+	r.Topic, r.QueueID, r.PropCRC = rt.Topic, j.queue, cfg.Encode.PropCRC
+	r.MsgID, r.Reply, r.Index = msgID, j.msg.Reply, w.props.index
+	return nil
+}
+
+// arenaTail is the free tail of the worker's arena, with room for need bytes (a new arena when
+// the current one has less), or nil when need is more than an arena holds.
+func (w *worker) arenaTail(need int) []byte {
+	if need > stages.ArenaSize {
+		return nil
+	}
+	if w.arena == nil || cap(w.arena.Buf)-len(w.arena.Buf) < need {
+		if w.arena != nil {
+			w.arena.Release()
+		}
+		w.arena = stages.NewArena()
+	}
+	return w.arena.Buf[len(w.arena.Buf):]
+}
+
+// keep accounts for rec, encoded into free (from arenaTail): it takes its bytes from the arena,
+// and the batch being built holds the arena. A record encoded elsewhere (free nil) owns its
+// buffer.
+func (w *worker) keep(free, rec []byte) {
+	if free == nil {
+		return
+	}
+	w.arena.Buf = w.arena.Buf[:len(w.arena.Buf)+len(rec)]
+	if n := len(w.held); n == 0 || w.held[n-1] != w.arena {
+		w.arena.Hold()
+		w.held = append(w.held, w.arena)
+	}
+}
+
+// errUndecodedHeaders: see undecodedHeaders.
+var errUndecodedHeaders = fmt.Errorf("%w: the message's header block is malformed and could not be "+
+	"decoded (a header line without ':', or no blank line at its end); nothing of it could be "+
+	"stored, so the message is refused rather than stored without its headers", ErrInvalidHeader)
+
+// undecodedHeaders reports whether m came with a header block nats.go could not decode: it then
+// delivers the message with no Header at all (and reports ErrBadHeaderMsg to the connection's
+// error handler), which would store the message silently stripped of its headers. A received
+// message's Size counts the header block on the wire, so the block's presence shows as bytes
+// that neither the subject, the reply subject nor the body account for. (A message made in this
+// process has no such bytes.)
+func undecodedHeaders(m *nats.Msg) bool {
+	return m.Header == nil && m.Size() > len(m.Subject)+len(m.Reply)+len(m.Data)
 }

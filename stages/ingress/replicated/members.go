@@ -1,4 +1,4 @@
-package ingress
+package replicated
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
-// The live set of replicated mode (replbalance.go). Every engine that shares a consumer publishes
+// The live set of replicated mode (assign.go). Every engine that shares a consumer publishes
 // a heartbeat on that consumer's members subject, plain core NATS, every Heartbeat, and listens
 // to the others'. An engine not heard for memberTimeouts heartbeats is gone; one that says it is
 // leaving is gone at once. A new assignment is applied only once the set has stayed the same for
@@ -156,13 +156,13 @@ func (ms *replMembers) publish(nc *nats.Conn, leaving bool) error {
 
 // balance keeps the live set and applies its assignment to the partitions until ctx ends (the
 // last heartbeat, leaving, is stopReplicated's).
-func (r *replicated) balance(ctx context.Context) {
-	ms, nc := r.members, r.in.cfg.Conn
+func (r *Source) balance(ctx context.Context) {
+	ms, nc := r.members, r.conn
 	sub, err := nc.Subscribe(ms.subject, func(msg *nats.Msg) {
 		m, err := decodeBeat(msg.Data)
 		if err != nil {
 			if ok, held := r.beatLog.Allow(time.Now()); ok {
-				r.in.log.Warn().Err(err).Str("subject", msg.Subject).Int64("more", held).
+				r.log.Warn().Err(err).Str("subject", msg.Subject).Int64("more", held).
 					Msg("ingress: replicated: a heartbeat that is not one; ignored (logged at most every 10s)")
 			}
 			return
@@ -171,7 +171,7 @@ func (r *replicated) balance(ctx context.Context) {
 	})
 	if err != nil {
 		// Only a closed connection refuses a subscription: nothing is taken then anyway.
-		r.in.log.Error().Err(err).Msg("ingress: replicated: cannot hear the other engines; taking every partition")
+		r.log.Error().Err(err).Msg("ingress: replicated: cannot hear the other engines; taking every partition")
 		r.apply([]replMember{ms.self})
 		return
 	}
@@ -181,7 +181,7 @@ func (r *replicated) balance(ctx context.Context) {
 	st := settler{settle: settleBeats * ms.beat, since: time.Now()}
 	for {
 		if err := ms.publish(nc, false); err != nil {
-			r.in.log.Debug().Err(err).Msg("ingress: replicated heartbeat")
+			r.log.Debug().Err(err).Msg("ingress: replicated heartbeat")
 		}
 		select {
 		case <-ctx.Done():
@@ -219,7 +219,7 @@ func (s *settler) observe(view string, now time.Time) bool {
 }
 
 // apply gives each partition to its engine of the assignment of live.
-func (r *replicated) apply(live []replMember) {
+func (r *Source) apply(live []replMember) {
 	var all []int
 	names := make([]string, 0, len(live))
 	for _, m := range live {
@@ -238,7 +238,7 @@ func (r *replicated) apply(live []replMember) {
 		}
 	}
 	slices.Sort(mine)
-	r.in.log.Info().Strs("engines", names).Int("taken_here", len(mine)).Ints("partitions", mine).
+	r.log.Info().Strs("engines", names).Int("taken_here", len(mine)).Ints("partitions", mine).
 		Msg("ingress: replicated: partitions spread over the live engines")
 	r.stateMu.Lock()
 	r.live = names

@@ -1,4 +1,4 @@
-package ingress
+package replicated
 
 import (
 	"cmp"
@@ -11,7 +11,7 @@ import (
 // policy pins a partition's consumer to whichever engine's pull gets a message first: left alone,
 // the first engine up takes every partition. So the engines that share a consumer agree on who
 // should take each partition, each computing the same assignment from the same live set
-// (replmembers.go), and an engine pulls only the partitions assigned to it. The pins still
+// (members.go), and an engine pulls only the partitions assigned to it. The pins still
 // decide who takes a partition (the sequence rule keeps each copy whole whoever takes it), so
 // engines that disagree for a moment cost a pin switch, never a message.
 //

@@ -1,4 +1,9 @@
-package ingress
+// Package replicated is ingress's replicated source (docs/SCALE-OUT.md, "Replicated mode"):
+// each owned partition consumed from its replicated JetStream stream through a pinned durable
+// consumer, the live set of the engines sharing the consumer (heartbeats) and the rendezvous
+// assignment of the partitions over it. Ingress imports it and hands it a Sink; it never imports
+// ingress.
+package replicated
 
 import (
 	"context"
@@ -14,10 +19,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
-	"github.com/rocketstore/engine/internal/store/commitlog"
-	"github.com/rocketstore/engine/internal/wire"
-	"github.com/rocketstore/engine/stages"
 	"github.com/rocketstore/engine/stages/ingress/internal/bounded"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
@@ -42,7 +45,7 @@ import (
 // PropStreamSeq is the property that holds a replicated record's stream sequence.
 const PropStreamSeq = "NATS_STREAM_SEQ"
 
-// Defaults of ReplicatedSource.
+// Defaults of Config.
 const (
 	DefaultStreamPrefix       = "RMQ_P"
 	DefaultReplicatedConsumer = "rocketstore"
@@ -54,8 +57,8 @@ const (
 	DefaultReplicatedPending  = 16384
 )
 
-// ReplicatedSource turns on replicated mode (Config.Replicated; needs Config.Partitions).
-type ReplicatedSource struct {
+// Config turns on replicated mode (ingress's Config.Replicated; needs its Config.Partitions).
+type Config struct {
 	// StreamPrefix names the partitions' streams: <StreamPrefix><p> (DefaultStreamPrefix).
 	StreamPrefix string
 	// Consumer is the durable consumer every engine of a partition shares (its pinned client
@@ -83,7 +86,7 @@ type ReplicatedSource struct {
 	// RetryDelay: a partition whose messages the store did not take (disk full, say) starts
 	// again from its last durable one after this (1 s).
 	RetryDelay time.Duration
-	// Name is this engine's name among the engines of the consumer (replmembers.go): stable
+	// Name is this engine's name among the engines of the consumer (members.go): stable
 	// across restarts and, for an even spread, its own (the engine passes its id or store host).
 	Name string
 	// Heartbeat is how often the engines of the consumer tell each other they are alive
@@ -92,11 +95,12 @@ type ReplicatedSource struct {
 	Heartbeat time.Duration
 	// OnFatal is called, once, with an error that retrying cannot cure (a stream configuration
 	// JetStream refuses): the engine should stop. Anything else is retried for as long as it
-	// takes (a cluster that is still forming), and ReplicatedReady says why meanwhile.
+	// takes (a cluster that is still forming), and Source.Ready says why meanwhile.
 	OnFatal func(error)
 }
 
-func (s *ReplicatedSource) withDefaults() (*ReplicatedSource, error) {
+// WithDefaults checks s and returns it with its defaults.
+func (s *Config) WithDefaults() (*Config, error) {
 	c := *s
 	if c.LastSeq == nil || c.Found == nil {
 		return nil, errors.New("ingress: replicated mode needs LastSeq and Found")
@@ -141,19 +145,36 @@ func (s *ReplicatedSource) withDefaults() (*ReplicatedSource, error) {
 }
 
 // StreamName is partition part's stream.
-func (s *ReplicatedSource) StreamName(part int) string { return s.StreamPrefix + strconv.Itoa(part) }
+func (s *Config) StreamName(part int) string { return s.StreamPrefix + strconv.Itoa(part) }
 
 // MembersSubject is where the engines of the consumer send their heartbeats.
-func (s *ReplicatedSource) MembersSubject() string {
+func (s *Config) MembersSubject() string {
 	return MembersSubjectPrefix + "." + s.StreamPrefix + "." + s.Consumer
 }
 
-// replicated is the running replicated source.
-type replicated struct {
-	in      *Ingress
-	src     *ReplicatedSource
+// Sink is what the source needs of ingress.
+type Sink interface {
+	// Take hands a message of a partition, at meta's place in its stream, to ingress: it blocks
+	// while ingress is behind, and returns an error, the message not taken, once ctx ends or
+	// ingress aborts. A message ingress cannot store is done (Partition.DoneOne) and taken.
+	Take(ctx context.Context, m *nats.Msg, meta *Meta) error
+	// Topic is the topic subject is stored under; false when it cannot be stored.
+	Topic(subject string) (string, bool)
+}
+
+// Source is the running replicated source: it consumes the owned partitions' streams and hands
+// their messages to ingress (Sink) in sequence order; ingress reports what became durable
+// (Partition.DoneMany) and what the store could not take (Partition.Fail). A nil *Source answers
+// its status methods as outside replicated mode.
+type Source struct {
+	conn    *nats.Conn
+	log     zerolog.Logger
+	prefix  string // the partitions' subject prefix (route.Partitions)
+	owned   []int  // the partitions owned at the start
+	sink    Sink
+	src     *Config
 	js      jetstream.JetStream
-	parts   map[int]*replPartition // every owned partition, made at the start
+	parts   map[int]*Partition // every owned partition, made at the start
 	members *replMembers
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -170,14 +191,15 @@ type replicated struct {
 	fatal                    error    // guarded by stateMu: the error that stopped the opening
 }
 
-// replMeta rides in Record.Ctx of a replicated record, from the partition loop to ackBatch.
-type replMeta struct {
-	part *replPartition
-	seq  uint64
-	ts   int64 // the stream's timestamp, ms
-	// ack is the message to AckAll with once everything up to seq is durable; nil for a message
+// Meta rides with a replicated message through ingress (in its job, then in Record.Ctx), from
+// the partition loop to the ack stage.
+type Meta struct {
+	Part *Partition
+	Seq  uint64
+	TS   int64 // the stream's timestamp, ms
+	// Ack is the message to AckAll with once everything up to Seq is durable; nil for a message
 	// read by a catch-up (an ordered consumer: not the durable one).
-	ack jetstream.Msg
+	Ack jetstream.Msg
 }
 
 // Retry pacing of opening the partitions' streams and consumers.
@@ -193,27 +215,33 @@ const (
 	waitLogEvery = 10 * time.Second
 )
 
-// startReplicated starts the replicated source: the heartbeats that find the other engines of
+// New makes the replicated source of cfg (with its defaults: Config.WithDefaults) for the owned
+// partitions of parts, on conn, handing the messages to sink; Start starts it.
+func New(cfg *Config, parts *route.Partitions, conn *nats.Conn, log zerolog.Logger, sink Sink) *Source {
+	owned := parts.OwnedNow()
+	self := replMember{Name: cfg.Name, Nonce: rand.Text(), Parts: owned}
+	r := &Source{conn: conn, log: log, prefix: parts.Prefix, owned: owned, sink: sink, src: cfg,
+		parts: map[int]*Partition{}, members: newReplMembers(self, cfg.MembersSubject(), cfg.Heartbeat),
+		waitLog: bounded.LogLimiter{Interval: waitLogEvery}, beatLog: bounded.LogLimiter{Interval: waitLogEvery},
+		settled: make(chan struct{}), opened: make(chan struct{}), started: make(chan struct{})}
+	for _, p := range owned {
+		r.parts[p] = newPartition(r, p)
+	}
+	return r
+}
+
+// Start starts the replicated source: the heartbeats that find the other engines of
 // the consumer, and the opening of every owned partition's stream and consumer, which is retried
 // until it succeeds (a JetStream cluster that is still forming answers late, or not yet): it
 // does not wait for either. Each partition's loop starts once its stream and consumer are open.
-func (in *Ingress) startReplicated(context.Context) error {
-	src, parts := in.cfg.Replicated, in.cfg.Partitions
-	js, err := jetstream.New(in.cfg.Conn)
+func (r *Source) Start(context.Context) error {
+	js, err := jetstream.New(r.conn)
 	if err != nil {
 		return fmt.Errorf("ingress: replicated: %w", err)
 	}
 	rctx, stop := context.WithCancel(context.Background())
-	owned := parts.OwnedNow()
-	self := replMember{Name: src.Name, Nonce: rand.Text(), Parts: owned}
-	r := &replicated{in: in, src: src, js: js, parts: map[int]*replPartition{}, stop: stop,
-		members: newReplMembers(self, src.MembersSubject(), src.Heartbeat),
-		waitLog: bounded.LogLimiter{Interval: waitLogEvery}, beatLog: bounded.LogLimiter{Interval: waitLogEvery}, settled: make(chan struct{}), opened: make(chan struct{}),
-		started: make(chan struct{})}
-	for _, p := range owned {
-		r.parts[p] = newReplPartition(r, p)
-	}
-	in.repl = r
+	r.js, r.stop = js, stop
+	owned := r.owned
 	r.wg.Go(func() { r.balance(rctx) })
 	r.wg.Go(func() { r.openAll(rctx, owned) })
 	return nil
@@ -224,7 +252,7 @@ func (in *Ingress) startReplicated(context.Context) error {
 // open. A failure is retried after a pause, the partition going to the back of the line. Each
 // engine starts at a place of its own in the line, so that the engines of a cluster starting
 // together do not all create the same stream at the same moment.
-func (r *replicated) openAll(ctx context.Context, owned []int) {
+func (r *Source) openAll(ctx context.Context, owned []int) {
 	if len(owned) == 0 {
 		r.openedOnce.Do(func() { close(r.opened); r.startStep() })
 		return
@@ -274,7 +302,7 @@ func (r *replicated) openAll(ctx context.Context, owned []int) {
 				}
 				line <- p
 				if ok, held := r.waitLog.Allow(time.Now()); ok {
-					r.in.log.Warn().Err(err).Int64("partitions_waiting", left.Load()).Int("of", len(owned)).
+					r.log.Warn().Err(err).Int64("partitions_waiting", left.Load()).Int("of", len(owned)).
 						Int64("attempts_not_logged", held).Dur("retry_in", pause).
 						Msg("ingress: replicated: waiting for JetStream (a cluster still forming answers late); retrying, logged at most every 10s")
 				}
@@ -289,33 +317,33 @@ func (r *replicated) openAll(ctx context.Context, owned []int) {
 	}
 	openers.Wait()
 	if left.Load() == 0 {
-		r.in.log.Info().Int("partitions", len(owned)).Msg("ingress: replicated: every partition's stream and consumer open")
+		r.log.Info().Int("partitions", len(owned)).Msg("ingress: replicated: every partition's stream and consumer open")
 		r.openedOnce.Do(func() { close(r.opened); r.startStep() })
 	}
 }
 
 // startStep marks one of settled and opened done; started closes after both.
-func (r *replicated) startStep() {
+func (r *Source) startStep() {
 	if r.startSteps.Add(1) == 2 {
 		close(r.started)
 	}
 }
 
 // failOpen stops the opening for err, which retrying cannot cure.
-func (r *replicated) failOpen(err error) {
+func (r *Source) failOpen(err error) {
 	r.stateMu.Lock()
 	r.fatal = err
 	r.stateMu.Unlock()
-	r.in.log.Error().Err(err).Msg("ingress: replicated: JetStream refuses the partitions' stream or consumer; retrying cannot help")
+	r.log.Error().Err(err).Msg("ingress: replicated: JetStream refuses the partitions' stream or consumer; retrying cannot help")
 	if r.src.OnFatal != nil {
 		r.src.OnFatal(err)
 	}
 }
 
-// open ensures partition rp's stream and consumer. Its error is kept for ReplicatedReady.
-func (rp *replPartition) open(ctx context.Context) error {
+// open ensures partition rp's stream and consumer. Its error is kept for Ready.
+func (rp *Partition) open(ctx context.Context) error {
 	r := rp.r
-	src, prefix, p := r.src, r.in.cfg.Partitions.Prefix, rp.part
+	src, prefix, p := r.src, r.prefix, rp.part
 	name := src.StreamName(p)
 	stream, err := r.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && !src.NoCreate {
@@ -353,11 +381,10 @@ func (rp *replPartition) open(ctx context.Context) error {
 	return err
 }
 
-// stopReplicated stops every partition loop and waits for them, then gives up the pins this
+// Stop stops every partition loop and waits for them, then gives up the pins this
 // engine holds and tells the other engines it is leaving, so that they take its partitions at
 // once rather than after PinnedTTL.
-func (in *Ingress) stopReplicated() {
-	r := in.repl
+func (r *Source) Stop() {
 	r.stop()
 	r.wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), unpinTimeout)
@@ -365,80 +392,19 @@ func (in *Ingress) stopReplicated() {
 	for _, rp := range r.parts {
 		rp.unpin(ctx)
 	}
-	if err := r.members.publish(in.cfg.Conn, true); err != nil {
-		in.log.Debug().Err(err).Msg("ingress: replicated: the last heartbeat")
+	if err := r.members.publish(r.conn, true); err != nil {
+		r.log.Debug().Err(err).Msg("ingress: replicated: the last heartbeat")
 	}
 }
 
-// onReplicated hands a replicated message to its worker. A message that cannot be stored at all
-// (its subject is not one of the partition's: a stream capturing more than its partition) is
-// refused, counted, and done: it is in the stream, it will never be stored here.
-func (in *Ingress) onReplicated(ctx context.Context, m *nats.Msg, meta *replMeta) error {
-	in.counters.received.Add(1)
-	rt := in.router.Route(m.Subject)
-	err := rt.Err
-	if err == nil && int(rt.Partition) != meta.part.part {
-		err = fmt.Errorf("%w: %q in the stream of partition %d", route.ErrInvalidSubject, m.Subject, meta.part.part)
-	}
-	if err != nil {
-		in.noteReject(m.Subject, err)
-		meta.part.doneOne(meta.seq, meta.ack)
+// Floors are each consumed partition's floor: the stream sequence up to which everything is
+// durable here (and acked to the consumer); nil for a nil Source (not replicated mode).
+func (r *Source) Floors() map[int]uint64 {
+	if r == nil {
 		return nil
 	}
-	w := in.workers[rt.Worker(rt.Partition, len(in.workers))]
-	select {
-	case w.jobs <- job{msg: m, route: rt, queue: rt.Partition, repl: meta}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-in.abort:
-		return ErrStopped
-	}
-}
-
-// replicatedRecord encodes a replicated message deterministically: born and store time are the
-// stream's timestamp, UNIQ_KEY its Nats-Msg-Id or "<stream>:<seq>", NATS_STREAM_SEQ its
-// sequence, and no dedupe window (the sequence rule dedupes). A message refused as invalid comes
-// back with its error (done all the same: it never will be stored).
-func (w *worker) replicatedRecord(j *job) stages.Record {
-	meta := j.repl
-	sh := wire.SeqHeader{Stream: w.in.repl.src.StreamName(meta.part.part), Seq: meta.seq}
-	w.props.extra = w.props.extra[:0]
-	w.props.extra = commitlog.AppendProperty(w.props.extra, PropStreamSeq, strconv.FormatUint(meta.seq, 10))
-	rec, err := w.encodeSeq(j, meta.ts, &sh)
-	w.props.extra = w.props.extra[:0]
-	if err != nil {
-		w.in.noteReject(j.msg.Subject, err)
-		return stages.Record{Topic: j.route.Topic, QueueID: j.queue, Err: err, Ctx: meta}
-	}
-	rec.MsgID, rec.Reply, rec.Ctx, rec.StoreTimestamp = "", "", meta, meta.ts
-	return rec
-}
-
-// replDoneOf files a replicated record's outcome for doneMany: stored, or refused for good (400,
-// 413), is done; anything else (the store could not take it now) fails its partition's session,
-// which starts again from the floor.
-func replDoneOf(acc *map[*replPartition][]replDone, r *stages.Record, meta *replMeta) {
-	if r.Err != nil {
-		if code := ReplyCode(r.Err); code != wire.CodeInvalid && code != wire.CodeTooLarge {
-			meta.part.fail(meta.seq)
-			return
-		}
-	}
-	if *acc == nil {
-		*acc = map[*replPartition][]replDone{}
-	}
-	(*acc)[meta.part] = append((*acc)[meta.part], replDone{seq: meta.seq, ack: meta.ack})
-}
-
-// ReplicatedFloors are, in replicated mode, each consumed partition's floor: the stream sequence
-// up to which everything is durable here (and acked to the consumer); nil otherwise.
-func (in *Ingress) ReplicatedFloors() map[int]uint64 {
-	if in.repl == nil {
-		return nil
-	}
-	out := make(map[int]uint64, len(in.repl.parts))
-	for p, rp := range in.repl.parts {
+	out := make(map[int]uint64, len(r.parts))
+	for p, rp := range r.parts {
 		out[p] = rp.Floor()
 	}
 	return out
