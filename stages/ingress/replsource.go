@@ -27,8 +27,11 @@ type replSource struct {
 var errReplicatedMove = errors.New("ingress: replicated mode: a partition moves with its consumer's pin, not by handoff")
 
 func (s *replSource) start(ctx context.Context) error {
-	s.in.repl.Store(s.src)
-	return s.src.Start(ctx)
+	if err := s.src.Start(ctx); err != nil {
+		return err
+	}
+	s.in.repl.Store(s.src) // its status from now on
+	return nil
 }
 
 func (s *replSource) stop(context.Context, context.CancelFunc) { s.src.Stop() }

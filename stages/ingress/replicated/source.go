@@ -167,19 +167,19 @@ type Sink interface {
 // (Partition.DoneMany) and what the store could not take (Partition.Fail). A nil *Source answers
 // its status methods as outside replicated mode.
 type Source struct {
-	conn    *nats.Conn
-	log     zerolog.Logger
-	prefix  string // the partitions' subject prefix (route.Partitions)
-	owned   []int  // the partitions owned at the start
-	sink    Sink
-	src     *Config
-	js      jetstream.JetStream
-	parts   map[int]*Partition // every owned partition, made at the start
-	members *replMembers
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
-	waitLog bounded.LogLimiter // "still waiting for JetStream" lines
-	beatLog bounded.LogLimiter // heartbeats that are not
+	conn *nats.Conn
+	log  zerolog.Logger
+	// partitions are the owned ones (at Start) and their subject prefix.
+	partitions *route.Partitions
+	sink       Sink
+	src        *Config
+	js         jetstream.JetStream
+	parts      map[int]*Partition // every owned partition, made at the start
+	members    *replMembers
+	stop       context.CancelFunc
+	wg         sync.WaitGroup
+	waitLog    bounded.LogLimiter // "still waiting for JetStream" lines
+	beatLog    bounded.LogLimiter // heartbeats that are not
 
 	// settled is closed once the live engines have been found and the partitions assigned;
 	// opened once every partition's stream and consumer are open; started once both are.
@@ -218,30 +218,30 @@ const (
 // New makes the replicated source of cfg (with its defaults: Config.WithDefaults) for the owned
 // partitions of parts, on conn, handing the messages to sink; Start starts it.
 func New(cfg *Config, parts *route.Partitions, conn *nats.Conn, log zerolog.Logger, sink Sink) *Source {
-	owned := parts.OwnedNow()
-	self := replMember{Name: cfg.Name, Nonce: rand.Text(), Parts: owned}
-	r := &Source{conn: conn, log: log, prefix: parts.Prefix, owned: owned, sink: sink, src: cfg,
-		parts: map[int]*Partition{}, members: newReplMembers(self, cfg.MembersSubject(), cfg.Heartbeat),
+	return &Source{conn: conn, log: log, partitions: parts, sink: sink, src: cfg,
 		waitLog: bounded.LogLimiter{Interval: waitLogEvery}, beatLog: bounded.LogLimiter{Interval: waitLogEvery},
 		settled: make(chan struct{}), opened: make(chan struct{}), started: make(chan struct{})}
-	for _, p := range owned {
-		r.parts[p] = newPartition(r, p)
-	}
-	return r
 }
 
 // Start starts the replicated source: the heartbeats that find the other engines of
 // the consumer, and the opening of every owned partition's stream and consumer, which is retried
 // until it succeeds (a JetStream cluster that is still forming answers late, or not yet): it
 // does not wait for either. Each partition's loop starts once its stream and consumer are open.
+// The partitions are the ones owned now. It may be called once; the status methods may be
+// called once it returned.
 func (r *Source) Start(context.Context) error {
 	js, err := jetstream.New(r.conn)
 	if err != nil {
 		return fmt.Errorf("ingress: replicated: %w", err)
 	}
 	rctx, stop := context.WithCancel(context.Background())
-	r.js, r.stop = js, stop
-	owned := r.owned
+	owned := r.partitions.OwnedNow()
+	self := replMember{Name: r.src.Name, Nonce: rand.Text(), Parts: owned}
+	r.js, r.stop, r.parts = js, stop, map[int]*Partition{}
+	r.members = newReplMembers(self, r.src.MembersSubject(), r.src.Heartbeat)
+	for _, p := range owned {
+		r.parts[p] = newPartition(r, p)
+	}
 	r.wg.Go(func() { r.balance(rctx) })
 	r.wg.Go(func() { r.openAll(rctx, owned) })
 	return nil
@@ -343,7 +343,7 @@ func (r *Source) failOpen(err error) {
 // open ensures partition rp's stream and consumer. Its error is kept for Ready.
 func (rp *Partition) open(ctx context.Context) error {
 	r := rp.r
-	src, prefix, p := r.src, r.prefix, rp.part
+	src, prefix, p := r.src, r.partitions.Prefix, rp.part
 	name := src.StreamName(p)
 	stream, err := r.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && !src.NoCreate {
