@@ -126,7 +126,8 @@ func (c *Config) excluded(subject string) bool {
 // first.
 func (in *Ingress) hand(j job) {
 	if w := in.workers[j.route.Worker(j.queue, len(in.workers))]; !in.send(w, j) {
-		in.abandon(&j)
+		held := j // only an abort pays for a job on the heap
+		in.abandon(&held)
 	}
 }
 

@@ -67,6 +67,7 @@ type worker struct {
 	arena *stages.Arena
 	held  []*stages.Arena
 	msg   commitlog.Message // encodeSeq's, reused
+	build batchBuild        // process's, reused
 	tmpl  packTemplate      // the pack entries' (packtemplate.go)
 }
 
@@ -160,7 +161,11 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 		clear(w.held)
 		w.held = w.held[:0]
 	}()
-	bb := batchBuild{born: w.in.cfg.Clock().UnixMilli()}
+	// The worker's own batchBuild: the sources get a pointer to it, which would put one on the
+	// heap per batch.
+	bb := &w.build
+	*bb = batchBuild{born: w.in.cfg.Clock().UnixMilli()}
+	defer func() { *bb = batchBuild{} }() // keep no batch alive
 	for i := range jobs {
 		bb.n += jobs[i].messages()
 	}
@@ -170,7 +175,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 	for i := range jobs {
 		switch j := &jobs[i]; {
 		case j.count > 0:
-			w.packRun(&bb, j)
+			w.packRun(bb, j)
 		case j.msg == nil:
 			if j.fence != nil {
 				bb.recs = append(bb.recs, stages.Record{Err: errFence, Ctx: j.fence})
@@ -178,7 +183,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 			}
 			marker = max(marker, j.marker)
 		default:
-			w.in.src.record(w, &bb, j)
+			w.in.src.record(w, bb, j)
 		}
 	}
 	if marker != 0 {
