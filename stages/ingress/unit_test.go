@@ -219,3 +219,21 @@ func TestEncodeRejects(t *testing.T) {
 		t.Errorf("refusing 10 oversized bodies allocated %d bytes", n)
 	}
 }
+
+// TestCallbackAllocatesNothing: a plain message's way through the callback to its worker's inbox
+// allocates nothing (the route is cached; a job that the abort path could answer must not be put
+// on the heap for every message because a source answers it through an interface).
+func TestCallbackAllocatesNothing(t *testing.T) {
+	in, err := New(Config{Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Workers: 1, WorkerQueue: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.abort = make(chan struct{})
+	m := &nats.Msg{Subject: "orders.eu", Data: []byte("x")}
+	if n := testing.AllocsPerRun(100, func() {
+		in.onMsg(m)
+		<-in.workers[0].jobs
+	}); n != 0 {
+		t.Fatalf("%v allocations per message", n)
+	}
+}
