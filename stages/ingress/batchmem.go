@@ -9,7 +9,7 @@ import (
 
 // batchMem is the memory a worker builds a batch in: the Batch, its records, the metas of its
 // batched records and its arena list. It is reused once the batch is done with (by the tracker,
-// or by ackBatch for a batch the tracker does not take): a batch of 256 records is about 70 KiB,
+// or by the source's done for a batch the tracker does not take): a batch of 256 records is about 70 KiB,
 // and allocated afresh per batch, with the collections it caused, it cost a tenth of the engine
 // at a million messages a second.
 type batchMem struct {

@@ -18,7 +18,7 @@ import (
 // reaches the new owner.
 
 // fence is a worker job that is closed once every message the worker took before it has been
-// appended and acked (ackBatch closes it).
+// appended and acked (the core source's done closes it).
 type fence chan struct{}
 
 // errFence is a fence record's error: never replied, never counted.

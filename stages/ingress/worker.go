@@ -209,7 +209,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 		return nil
 	case <-ctx.Done():
 		// The pipeline stopped: the batch is answered as the store answers a batch it did not
-		// take (ackBatch): a reply to each plain message, a refusal to each stream in its ack.
+		// take (its source's done): a reply to each plain message, a refusal to each stream in its ack.
 		w.in.counters.aborted.Add(int64(len(recs) - extra))
 		b.Arenas = nil // the references are w.held's, released on the way out
 		for i := range recs {

@@ -30,7 +30,7 @@ import (
 // $-subject: never stored, and out of the publishers' mappings.
 const MembersSubjectPrefix = "$RS.REPL"
 
-// DefaultReplicatedHeartbeat is how often an engine says it is alive (ReplicatedSource.Heartbeat).
+// DefaultReplicatedHeartbeat is how often an engine says it is alive (Config.Heartbeat).
 const DefaultReplicatedHeartbeat = time.Second
 
 const (
@@ -155,7 +155,7 @@ func (ms *replMembers) publish(nc *nats.Conn, leaving bool) error {
 }
 
 // balance keeps the live set and applies its assignment to the partitions until ctx ends (the
-// last heartbeat, leaving, is stopReplicated's).
+// last heartbeat, leaving, is Stop's).
 func (r *Source) balance(ctx context.Context) {
 	ms, nc := r.members, r.conn
 	sub, err := nc.Subscribe(ms.subject, func(msg *nats.Msg) {

@@ -16,7 +16,7 @@ import (
 // Partition consumes one partition's stream (source.go): the loop
 // (run, one goroutine, started once the stream and consumer are open) pulls the partition while
 // it is assigned here (assign.go), takes its messages in sequence order and hands them to
-// the workers; ackBatch reports what became durable (doneMany), which moves the partition's
+// the workers; ingress reports what became durable (DoneMany), which moves the partition's
 // floor, the sequence up to which everything is durable here, and AckAll-s the consumer there.
 type Partition struct {
 	r      *Source
