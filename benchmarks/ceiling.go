@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 func init() {
@@ -153,7 +153,7 @@ func (c *ceiling) onMsg(m *nats.Msg) {
 	n := c.got.add(m.Data)
 	if c.reply && m.Reply != "" {
 		now := time.Now()
-		c.ack = ingress.AppendAck(c.ack[:0], &ingress.Ack{
+		c.ack = wire.AppendAck(c.ack[:0], &wire.Ack{
 			Topic: m.Subject, QueueOffset: n - 1, MsgID: ackMsgID,
 			CommitLogOffset: c.got.bytes.Load(), StoreTimestamp: now.UnixMilli(),
 		})

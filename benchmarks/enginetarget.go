@@ -11,6 +11,7 @@ import (
 
 	"github.com/rocketstore/engine/engine"
 	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 func init() {
@@ -53,7 +54,7 @@ type EngineReport struct {
 	ReplyFailures int64 `json:"reply_failures"`
 	// FinalSyncs counts the syncs once the engine closed.
 	FinalSyncs int64 `json:"final_syncs"`
-	// Batched-ack counters (ingress.BatchedStats): the acks published, the sequences reported
+	// Batched-ack counters (batched.Stats): the acks published, the sequences reported
 	// missing, resends found in the store and copies dropped at ingress. None of them makes a run
 	// invalid (a resend is answered, not stored twice: verification checks that).
 	BatchedAcks    int64 `json:"batched_acks,omitempty"`
@@ -161,7 +162,7 @@ func (t *engineTarget) preload(ctx context.Context) error {
 		return err
 	}
 	for _, subj := range subjects(t.cfg.Run.Load.Topics) {
-		topic, _, err := ingress.Mapping{}.Map(subj)
+		topic, _, err := route.Mapping{}.Map(subj)
 		if err != nil {
 			return err
 		}

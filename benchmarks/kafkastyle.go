@@ -19,7 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 func init() {
@@ -209,7 +209,7 @@ func (t *kafkaTarget) writeBatch(batch []*nats.Msg) error {
 	for _, m := range batch {
 		t.written++
 		if m.Reply != "" {
-			t.ack = ingress.AppendAck(t.ack[:0], &ingress.Ack{
+			t.ack = wire.AppendAck(t.ack[:0], &wire.Ack{
 				Topic: m.Subject, QueueOffset: t.written - 1, MsgID: ackMsgID, StoreTimestamp: now.UnixMilli(),
 			})
 			if err := t.nc.Publish(m.Reply, t.ack); err != nil {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // The scale-out projection (docs/SCALE-OUT.md, benchmarks/RESULTS.md §6). One 2-core machine
@@ -24,7 +24,7 @@ import (
 func PartitionSkew(keys []string, count, engines int) float64 {
 	load := make([]int, engines)
 	for _, k := range keys {
-		load[ingress.PartitionOf(k, count)%engines]++
+		load[route.PartitionOf(k, count)%engines]++
 	}
 	busiest := 0
 	for _, l := range load {

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rocketstore/engine/internal/natstest"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // The measured inputs of the scale-out projection (scaleout.go; RESULTS.md §6):
@@ -71,7 +71,7 @@ func publishKeyed(b *testing.B, url string, n int, done <-chan struct{}) {
 // publisher: one server, a subscriber to the published subjects (plain) or to the partitions'
 // namespace (mapped, 64 partitions, FNV-1a of the key token).
 func BenchmarkScaleOutMapping(b *testing.B) {
-	dest, err := ingress.PartitionMapping("rmq.p", 64, "orders.*")
+	dest, err := route.PartitionMapping("rmq.p", 64, "orders.*")
 	if err != nil {
 		b.Fatal(err)
 	}

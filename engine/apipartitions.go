@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/rocketstore/engine/engine/api"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // The read API under partitioned ingest (docs/SCALE-OUT.md, "Reads"). Every engine registers the
@@ -30,7 +30,7 @@ var partitionEndpoints = []string{api.EndpointGet, api.EndpointPull, api.Endpoin
 
 // addPartitionEndpoints registers the fan-out endpoints and subscribes the per-partition subjects
 // of the partitions owned now.
-func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Partitions) error {
+func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *route.Partitions) error {
 	s.parts = parts
 	// On its partition's subject, a queue the owner does not have is one that has no message
 	// yet: get, pull and offset_for_time answer it as empty, not as unknown (servedPartition).

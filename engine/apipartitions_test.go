@@ -6,14 +6,15 @@ import (
 	"testing"
 
 	"github.com/rocketstore/engine/engine/api"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // keyIn is a key of partition p of partCount.
 func keyIn(t *testing.T, p int) string {
 	t.Helper()
 	for i := range 10_000 {
-		if k := fmt.Sprintf("k%d", i); ingress.PartitionOf(k, partCount) == p {
+		if k := fmt.Sprintf("k%d", i); route.PartitionOf(k, partCount) == p {
 			return k
 		}
 	}
@@ -34,18 +35,18 @@ func TestPartitionEmptyQueues(t *testing.T) {
 	}
 	opts := testOptions(t, t.TempDir())
 	s := serve(t, opts, NATSOptions{TopicTokens: 1, PartitionSources: []string{partSource},
-		Partitions: &ingress.Partitions{Count: partCount, Owned: all}})
+		Partitions: &route.Partitions{Count: partCount, Owned: all}})
 	nc := connect(t, s, "client")
 	ctx, cancel := context.WithTimeout(context.Background(), serveTimeout)
 	defer cancel()
-	publish := func(p, i int) ingress.Ack {
+	publish := func(p, i int) wire.Ack {
 		t.Helper()
 		m := partMsg(0, i, keyIn(t, p))
 		reply, err := nc.RequestMsgWithContext(ctx, m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := ingress.ParseReply(reply.Data)
+		a, err := wire.ParseReply(reply.Data)
 		if err != nil || int(a.QueueID) != p {
 			t.Fatalf("message %d to partition %d: %+v, %v", i, p, a, err)
 		}

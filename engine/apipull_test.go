@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -49,7 +50,7 @@ func sameHeader(a, b nats.Header) bool {
 }
 
 // checkPulled checks a pulled message against its ack and what was sent.
-func checkPulled(t *testing.T, e *Engine, m api.PulledMessage, ack ingress.Ack, sent *nats.Msg) {
+func checkPulled(t *testing.T, e *Engine, m api.PulledMessage, ack wire.Ack, sent *nats.Msg) {
 	t.Helper()
 	if m.Topic != ack.Topic || m.QueueID != ack.QueueID || m.QueueOffset != ack.QueueOffset ||
 		m.CommitLogOffset != ack.CommitLogOffset || m.MsgID != ack.MsgID || m.StoreTimestamp != ack.StoreTimestamp {
@@ -85,7 +86,7 @@ func TestPullRoundTrip(t *testing.T) {
 	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1})
 	const n = 13
 	var sent []*nats.Msg
-	var acks []ingress.Ack
+	var acks []wire.Ack
 	for i := range n {
 		m := apiMsg("orders.eu", i)
 		if i == 7 {

@@ -24,6 +24,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages"
 	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Defaults of the read API's bounds (NATSOptions).
@@ -83,7 +84,7 @@ type apiService struct {
 
 	// Partitioned ingest (apipartitions.go): the partitions, the handlers served per partition,
 	// and the subscriptions of the partitions served now (guarded by partMu).
-	parts        *ingress.Partitions
+	parts        *route.Partitions
 	partHandlers map[string]micro.HandlerFunc
 	partMu       sync.Mutex
 	partSubs     map[int][]*nats.Subscription
@@ -107,7 +108,7 @@ func hook(p *atomic.Pointer[func()]) func() {
 }
 
 // startAPI registers the micro service and its endpoints on nc.
-func startAPI(e *Engine, nc *nats.Conn, nopts NATSOptions, parts *ingress.Partitions, log zerolog.Logger) (*apiService, error) {
+func startAPI(e *Engine, nc *nats.Conn, nopts NATSOptions, parts *route.Partitions, log zerolog.Logger) (*apiService, error) {
 	s := &apiService{
 		e: e, nc: nc, prefix: strings.TrimSuffix(cmpOr(nopts.APIPrefix, api.DefaultPrefix), "."),
 		log:  log.With().Str("stage", "api").Logger(),

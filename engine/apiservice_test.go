@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -39,13 +40,13 @@ func serveAPI(t *testing.T, opts Options, nopts NATSOptions) *apiTest {
 }
 
 // store publishes m as a request and returns the engine's ack.
-func (a *apiTest) store(t *testing.T, m *nats.Msg) ingress.Ack {
+func (a *apiTest) store(t *testing.T, m *nats.Msg) wire.Ack {
 	t.Helper()
 	reply, err := a.nc.RequestMsgWithContext(a.ctx, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ack, err := ingress.ParseReply(reply.Data)
+	ack, err := wire.ParseReply(reply.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func apiMsg(subject string, i int) *nats.Msg {
 func TestAPIRoundTrip(t *testing.T) {
 	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1})
 	const n = 12
-	var acks []ingress.Ack
+	var acks []wire.Ack
 	for i := range n {
 		acks = append(acks, a.store(t, apiMsg("orders.eu", i)))
 	}
@@ -163,7 +164,7 @@ func TestAPIRoundTrip(t *testing.T) {
 		}
 	}
 	ts := acks[6].StoreTimestamp
-	want := int64(slices.IndexFunc(acks, func(a ingress.Ack) bool { return a.StoreTimestamp >= ts }))
+	want := int64(slices.IndexFunc(acks, func(a wire.Ack) bool { return a.StoreTimestamp >= ts }))
 	if off, err := c.OffsetForTime(ctx, api.OffsetForTimeRequest{Topic: topic, QueueID: 0, Timestamp: ts}); err != nil || off != want {
 		t.Fatalf("offset for time %d: %d, %v; want %d", ts, off, err, want)
 	}
@@ -180,7 +181,7 @@ func TestAPIRoundTrip(t *testing.T) {
 }
 
 // checkWireMessage compares a message read through the API with its ack and what was sent.
-func checkWireMessage(t *testing.T, m api.Message, ack ingress.Ack, sent *nats.Msg) {
+func checkWireMessage(t *testing.T, m api.Message, ack wire.Ack, sent *nats.Msg) {
 	t.Helper()
 	if m.Topic != ack.Topic || m.QueueID != ack.QueueID || m.QueueOffset != ack.QueueOffset ||
 		m.CommitLogOffset != ack.CommitLogOffset || m.MsgID != ack.MsgID || m.StoreTimestamp != ack.StoreTimestamp {
@@ -315,7 +316,7 @@ func TestAPIBoundedReplies(t *testing.T) {
 	}
 	sizes := []int{100 << 10, 100 << 10, 150 << 10, 250 << 10, 1 << 10, 200 << 10, 100 << 10, 5}
 	var sent []*nats.Msg
-	var acks []ingress.Ack
+	var acks []wire.Ack
 	for i, size := range sizes {
 		m := nats.NewMsg("big.data")
 		m.Header.Set(ingress.DefaultKeysHeader, "bigkey")

@@ -3,16 +3,16 @@ package engine
 import (
 	"context"
 
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
 // batchedConfig is ingress's batched-ack configuration for nopts (nil: off). See
 // docs/BATCHED-ACKS.md.
-func (e *Engine) batchedConfig(nopts NATSOptions) *ingress.BatchedConfig {
+func (e *Engine) batchedConfig(nopts NATSOptions) *batched.Config {
 	if nopts.NoBatchedAcks || nopts.JetStream != nil || nopts.QueueGroup != "" {
 		return nil
 	}
-	return &ingress.BatchedConfig{
+	return &batched.Config{
 		MaxStreams: nopts.MaxStreams,
 		StreamIdle: nopts.StreamIdle,
 		Lookup:     e.lookupStored,
@@ -29,20 +29,20 @@ func (e *Engine) batchedConfig(nopts NATSOptions) *ingress.BatchedConfig {
 // mode): a record found is stored at the promised level. A record appended but not yet
 // dispatched is not found: the resend then goes through the appender's dedupe window, which
 // holds it, since it was appended a moment ago. Without an IndexFile (NoIndex) nothing is found.
-func (e *Engine) lookupStored(topic, msgID string) (ingress.StoredAt, bool) {
+func (e *Engine) lookupStored(topic, msgID string) (batched.StoredAt, bool) {
 	if e.index == nil {
-		return ingress.StoredAt{}, false
+		return batched.StoredAt{}, false
 	}
 	found, err := e.Query(context.Background(), QueryRequest{Topic: topic, Key: msgID})
 	if err != nil {
 		e.opts.Logger.Debug().Err(err).Str("topic", topic).Str("id", msgID).Msg("resend lookup failed")
-		return ingress.StoredAt{}, false
+		return batched.StoredAt{}, false
 	}
 	for i := len(found) - 1; i >= 0; i-- { // newest first: the first copy is the last one
 		if m := &found[i]; m.UniqKey == msgID {
-			return ingress.StoredAt{QueueID: m.QueueID, QueueOffset: m.QueueOffset,
+			return batched.StoredAt{QueueID: m.QueueID, QueueOffset: m.QueueOffset,
 				PhysOffset: m.PhysicalOffset, StoreTimestamp: m.StoreTimestamp}, true
 		}
 	}
-	return ingress.StoredAt{}, false
+	return batched.StoredAt{}, false
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -71,7 +72,7 @@ func TestDiskFullTmpfs(t *testing.T) {
 
 	acked, failed := putUntilRefused(t, e, acked, 10_000)
 	for _, r := range failed {
-		if !errors.Is(r.Err, syscall.ENOSPC) || ingress.ReplyCode(r.Err) != ingress.CodeDiskFull {
+		if !errors.Is(r.Err, syscall.ENOSPC) || ingress.ReplyCode(r.Err) != wire.CodeDiskFull {
 			t.Fatalf("failed with %v (code %d), want ENOSPC (507)", r.Err, ingress.ReplyCode(r.Err))
 		}
 	}

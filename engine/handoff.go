@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Moving a partition between engines (docs/SCALE-OUT.md, "Moving a partition"): the old owner
@@ -87,5 +87,5 @@ func (s *Server) AcquirePartition(ctx context.Context, p int, ends PartitionEnds
 }
 
 // Partitions is the partitioned-ingest configuration, with the partitions owned now
-// (ingress.Partitions.OwnedNow); nil when not partitioned.
-func (s *Server) Partitions() *ingress.Partitions { return s.ing.Partitions() }
+// (route.Partitions.OwnedNow); nil when not partitioned.
+func (s *Server) Partitions() *route.Partitions { return s.ing.Partitions() }

@@ -11,7 +11,9 @@ import (
 
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/internal/verify"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // TestPartitionHandoff: partition 2 moves from engine A to engine B. A releases it (a request for
@@ -38,10 +40,10 @@ func TestPartitionHandoff(t *testing.T) {
 			m := partMsg(0, n, key)
 			m.Header.Set(ingress.DefaultKeysHeader, key)
 			msgs = append(msgs, m)
-			parts[n] = ingress.PartitionOf(key, partCount)
+			parts[n] = route.PartitionOf(key, partCount)
 		}
 		for i, r := range publishPipelined(t, pub, msgs) {
-			if _, err := ingress.ParseReply(r.Data); err != nil {
+			if _, err := wire.ParseReply(r.Data); err != nil {
 				t.Fatalf("message %d: %v", from+i, err)
 			}
 		}
@@ -64,8 +66,8 @@ func TestPartitionHandoff(t *testing.T) {
 	if ends["orders"] != int64(n1) {
 		t.Fatalf("ends %v, want orders at %d", ends, n1)
 	}
-	c.WaitNoInterest(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, moved) + ".orders.x")
-	if _, err := pub.Request(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, moved)+".orders.x", nil, serveTimeout); !errors.Is(err, nats.ErrNoResponders) {
+	c.WaitNoInterest(route.PartitionSubject(route.DefaultPartitionPrefix, moved) + ".orders.x")
+	if _, err := pub.Request(route.PartitionSubject(route.DefaultPartitionPrefix, moved)+".orders.x", nil, serveTimeout); !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("a request for the released partition: %v, want no responders", err)
 	}
 	if err := b.AcquirePartition(ctx, moved, ends); err != nil {
@@ -267,7 +269,7 @@ func TestPartitionHandoffUnderLoad(t *testing.T) {
 	b := servePartitions(t, c, c.URL(1), t.TempDir(), []int{4, 5, 6, 7})
 	var keys []string
 	for k := 0; len(keys) < 10; k++ {
-		if key := fmt.Sprintf("h%d", k); ingress.PartitionOf(key, partCount) == moved {
+		if key := fmt.Sprintf("h%d", k); route.PartitionOf(key, partCount) == moved {
 			keys = append(keys, key)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -334,39 +335,39 @@ func hostileIngress(t *testing.T, s *served, nc *nats.Conn, logs *logSink) {
 		says string
 	}
 	cases := []hostile{
-		{"wildcard token", msg("orders.*", nil), nil, ingress.CodeInvalid, "wildcard"},
-		{"wildcard tail", msg("orders.>", nil), nil, ingress.CodeInvalid, "wildcard"},
-		{"wildcard subject", msg(">", nil), nil, ingress.CodeInvalid, "wildcard"},
-		{"subject not UTF-8", msg("orders.\xff", nil), nil, ingress.CodeInvalid, "UTF-8"},
-		{"subject with 0x01", msg("orders.\x01", nil), nil, ingress.CodeInvalid, "separator"},
-		{"topic of 128 bytes", msg(strings.Repeat("a", 128), nil), nil, ingress.CodeInvalid, "127"},
-		{"escapes make the topic too long", msg(strings.Repeat("/", 43), nil), nil, ingress.CodeInvalid, "127"},
-		{"subject of 3000 bytes", msg(strings.Repeat("s", 3000), nil), nil, ingress.CodeInvalid, "127"},
-		{"body over the limit", msg("orders.big", make([]byte, 1<<10+1)), nil, ingress.CodeTooLarge, "body too large"},
-		{"one header over 32767 bytes", msg("orders.h", nil, "Big", strings.Repeat("v", 40000)), nil, ingress.CodeInvalid, "propert"},
-		{"400 headers over 32767 bytes", msg("orders.h", nil, many...), nil, ingress.CodeInvalid, "propert"},
-		{"0x01 in a value", msg("orders.h", nil, "X-Bad", "a\x01b"), nil, ingress.CodeInvalid, "0x01"},
-		{"0x02 in a value", msg("orders.h", nil, "X-Bad", "a\x02b"), nil, ingress.CodeInvalid, "0x02"},
-		{"value not UTF-8", msg("orders.h", nil, "X-Bad", "\xc3("), nil, ingress.CodeInvalid, "UTF-8"},
-		{"empty value", msg("orders.h", nil, "X-Empty", ""), nil, ingress.CodeInvalid, "empty"},
-		{"0x01 in a name", msg("orders.h", nil), headerBlock("X\x01Y", "v"), ingress.CodeInvalid, "0x01"},
-		{"0x02 in a name", msg("orders.h", nil), headerBlock("X\x02", "v"), ingress.CodeInvalid, "0x02"},
-		{"name not UTF-8", msg("orders.h", nil), headerBlock("X\xfe\xff", "v"), ingress.CodeInvalid, "UTF-8"},
-		{"malformed header block", msg("orders.h", []byte("x")), []byte("NATS/1.0\r\nno colon here\r\n\r\n"), ingress.CodeInvalid, "header block"},
-		{"reserved DELAY", msg("orders.h", nil, "DELAY", "3"), nil, ingress.CodeInvalid, "reserves"},
-		{"reserved UNIQ_KEY", msg("orders.h", nil, "UNIQ_KEY", "x"), nil, ingress.CodeInvalid, "reserves"},
-		{"reserved NATS_SUBJECT", msg("orders.h", nil, "NATS_SUBJECT", "other"), nil, ingress.CodeInvalid, "reserves"},
-		{"reserved __CRC32#", msg("orders.h", nil, "__CRC32#", "1"), nil, ingress.CodeInvalid, "reserves"},
-		{"reserved transient", msg("orders.h", nil, "__RMQ.TRANSIENT.X", "1"), nil, ingress.CodeInvalid, "reserves"},
-		{"a further value's name", msg("orders.h", nil, "Trace#2", "x"), nil, ingress.CodeInvalid, "'#' and digits"},
-		{"two message ids", msg("orders.h", nil, nats.MsgIdHdr, "a", nats.MsgIdHdr, "b"), nil, ingress.CodeInvalid, "one id"},
-		{"two tags", msg("orders.h", nil, ingress.DefaultTagsHeader, "a", ingress.DefaultTagsHeader, "b"), nil, ingress.CodeInvalid, "TAGS"},
-		{"Rs-Seq garbage", msg("orders.h", nil, ingress.HeaderSeq, "garbage"), nil, ingress.CodeInvalid, ingress.HeaderSeq},
-		{"Rs-Seq zero", msg("orders.h", nil, ingress.HeaderSeq, "s1 0 0"), nil, ingress.CodeInvalid, "sequence"},
-		{"Rs-Seq floor", msg("orders.h", nil, ingress.HeaderSeq, "s1 5 5"), nil, ingress.CodeInvalid, "acked floor"},
-		{"Rs-Seq stream id", msg("orders.h", nil, ingress.HeaderSeq, "../x 2 1"), nil, ingress.CodeInvalid, "stream id"},
-		{"Rs-Seq overflow", msg("orders.h", nil, ingress.HeaderSeq, "s1 99999999999999999999 1"), nil, ingress.CodeInvalid, "sequence"},
-		{"two Rs-Seq", msg("orders.h", nil, ingress.HeaderSeq, "s1 2 1", ingress.HeaderSeq, "s1 3 1"), nil, ingress.CodeInvalid, "values"},
+		{"wildcard token", msg("orders.*", nil), nil, wire.CodeInvalid, "wildcard"},
+		{"wildcard tail", msg("orders.>", nil), nil, wire.CodeInvalid, "wildcard"},
+		{"wildcard subject", msg(">", nil), nil, wire.CodeInvalid, "wildcard"},
+		{"subject not UTF-8", msg("orders.\xff", nil), nil, wire.CodeInvalid, "UTF-8"},
+		{"subject with 0x01", msg("orders.\x01", nil), nil, wire.CodeInvalid, "separator"},
+		{"topic of 128 bytes", msg(strings.Repeat("a", 128), nil), nil, wire.CodeInvalid, "127"},
+		{"escapes make the topic too long", msg(strings.Repeat("/", 43), nil), nil, wire.CodeInvalid, "127"},
+		{"subject of 3000 bytes", msg(strings.Repeat("s", 3000), nil), nil, wire.CodeInvalid, "127"},
+		{"body over the limit", msg("orders.big", make([]byte, 1<<10+1)), nil, wire.CodeTooLarge, "body too large"},
+		{"one header over 32767 bytes", msg("orders.h", nil, "Big", strings.Repeat("v", 40000)), nil, wire.CodeInvalid, "propert"},
+		{"400 headers over 32767 bytes", msg("orders.h", nil, many...), nil, wire.CodeInvalid, "propert"},
+		{"0x01 in a value", msg("orders.h", nil, "X-Bad", "a\x01b"), nil, wire.CodeInvalid, "0x01"},
+		{"0x02 in a value", msg("orders.h", nil, "X-Bad", "a\x02b"), nil, wire.CodeInvalid, "0x02"},
+		{"value not UTF-8", msg("orders.h", nil, "X-Bad", "\xc3("), nil, wire.CodeInvalid, "UTF-8"},
+		{"empty value", msg("orders.h", nil, "X-Empty", ""), nil, wire.CodeInvalid, "empty"},
+		{"0x01 in a name", msg("orders.h", nil), headerBlock("X\x01Y", "v"), wire.CodeInvalid, "0x01"},
+		{"0x02 in a name", msg("orders.h", nil), headerBlock("X\x02", "v"), wire.CodeInvalid, "0x02"},
+		{"name not UTF-8", msg("orders.h", nil), headerBlock("X\xfe\xff", "v"), wire.CodeInvalid, "UTF-8"},
+		{"malformed header block", msg("orders.h", []byte("x")), []byte("NATS/1.0\r\nno colon here\r\n\r\n"), wire.CodeInvalid, "header block"},
+		{"reserved DELAY", msg("orders.h", nil, "DELAY", "3"), nil, wire.CodeInvalid, "reserves"},
+		{"reserved UNIQ_KEY", msg("orders.h", nil, "UNIQ_KEY", "x"), nil, wire.CodeInvalid, "reserves"},
+		{"reserved NATS_SUBJECT", msg("orders.h", nil, "NATS_SUBJECT", "other"), nil, wire.CodeInvalid, "reserves"},
+		{"reserved __CRC32#", msg("orders.h", nil, "__CRC32#", "1"), nil, wire.CodeInvalid, "reserves"},
+		{"reserved transient", msg("orders.h", nil, "__RMQ.TRANSIENT.X", "1"), nil, wire.CodeInvalid, "reserves"},
+		{"a further value's name", msg("orders.h", nil, "Trace#2", "x"), nil, wire.CodeInvalid, "'#' and digits"},
+		{"two message ids", msg("orders.h", nil, nats.MsgIdHdr, "a", nats.MsgIdHdr, "b"), nil, wire.CodeInvalid, "one id"},
+		{"two tags", msg("orders.h", nil, ingress.DefaultTagsHeader, "a", ingress.DefaultTagsHeader, "b"), nil, wire.CodeInvalid, "TAGS"},
+		{"Rs-Seq garbage", msg("orders.h", nil, wire.HeaderSeq, "garbage"), nil, wire.CodeInvalid, wire.HeaderSeq},
+		{"Rs-Seq zero", msg("orders.h", nil, wire.HeaderSeq, "s1 0 0"), nil, wire.CodeInvalid, "sequence"},
+		{"Rs-Seq floor", msg("orders.h", nil, wire.HeaderSeq, "s1 5 5"), nil, wire.CodeInvalid, "acked floor"},
+		{"Rs-Seq stream id", msg("orders.h", nil, wire.HeaderSeq, "../x 2 1"), nil, wire.CodeInvalid, "stream id"},
+		{"Rs-Seq overflow", msg("orders.h", nil, wire.HeaderSeq, "s1 99999999999999999999 1"), nil, wire.CodeInvalid, "sequence"},
+		{"two Rs-Seq", msg("orders.h", nil, wire.HeaderSeq, "s1 2 1", wire.HeaderSeq, "s1 3 1"), nil, wire.CodeInvalid, "values"},
 	}
 	for _, c := range cases {
 		before := s.Ingress().Stats()
@@ -384,8 +385,8 @@ func hostileIngress(t *testing.T, s *served, nc *nats.Conn, logs *logSink) {
 		if err != nil {
 			t.Fatalf("%s: no reply: %v", c.name, err)
 		}
-		_, err = ingress.ParseReply(reply.Data)
-		re, ok := errors.AsType[*ingress.ReplyError](err)
+		_, err = wire.ParseReply(reply.Data)
+		re, ok := errors.AsType[*wire.ReplyError](err)
 		if !ok || re.Code != c.code || !strings.Contains(re.Description, c.says) {
 			t.Errorf("%s: reply %.300s, want code %d saying %q", c.name, reply.Data, c.code, c.says)
 			continue
@@ -412,14 +413,14 @@ func hostileIngress(t *testing.T, s *served, nc *nats.Conn, logs *logSink) {
 		t.Errorf("received %d -> %d", before.Received, after.Received)
 	}
 	st := s.Ingress().Stats()
-	if st.ReplyFailures != 0 || st.Failed[ingress.CodeInternal] != 0 {
+	if st.ReplyFailures != 0 || st.Failed[wire.CodeInternal] != 0 {
 		t.Errorf("stats %+v", st)
 	}
 }
 
 // hostileAPI sends malformed and hostile requests to every endpoint and checks the reply
 // codes, micro's error counts and the debug lines; first is the ack of a message in the store.
-func hostileAPI(t *testing.T, a *apiTest, first ingress.Ack, logs *logSink) {
+func hostileAPI(t *testing.T, a *apiTest, first wire.Ack, logs *logSink) {
 	nc := a.nc
 	topic := first.Topic
 	long := strings.Repeat("s", 2000)

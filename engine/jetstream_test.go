@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/vfs"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/jspull"
 )
 
 // runJetStreamServer starts a nats-server with JetStream on a random loopback port.
@@ -112,7 +112,7 @@ func TestJetStreamBridgeIsLossless(t *testing.T) {
 	publish(0, 300)
 
 	dir := t.TempDir()
-	src := &ingress.JetStreamSource{Stream: "ORDERS", Consumer: "bridge", AckWait: time.Second, FetchWait: 100 * time.Millisecond}
+	src := &jspull.Config{Stream: "ORDERS", Consumer: "bridge", AckWait: time.Second, FetchWait: 100 * time.Millisecond}
 	opts := testOptions(t, filepath.Join(dir, "store"))
 	serve := func(o Options) *Server {
 		s, err := Serve(o, NATSOptions{URL: ns.ClientURL(), JetStream: src})

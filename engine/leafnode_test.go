@@ -11,7 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/natstest"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // TestPartitionsOverLeafnode: the engine embeds a server that joins an existing NATS system as a
@@ -19,7 +20,7 @@ import (
 // message is mapped where it enters NATS, once). A request published on the hub reaches the
 // engine over the leafnode and is stored in its partition's queue.
 func TestPartitionsOverLeafnode(t *testing.T) {
-	dest, err := ingress.PartitionMapping(ingress.DefaultPartitionPrefix, partCount, partSource)
+	dest, err := route.PartitionMapping(route.DefaultPartitionPrefix, partCount, partSource)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestPartitionsOverLeafnode(t *testing.T) {
 	opts := testOptions(t, t.TempDir())
 	opts.FlushMode = FlushAsync
 	s := serve(t, opts, NATSOptions{ServerConfig: conf, Listen: "127.0.0.1:-1", TopicTokens: 1, NoReadAPI: true,
-		Partitions: &ingress.Partitions{Count: partCount, Owned: all}})
+		Partitions: &route.Partitions{Count: partCount, Owned: all}})
 	nc, err := nats.Connect(hub.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestPartitionsOverLeafnode(t *testing.T) {
 	defer nc.Close()
 	// The leafnode connects, then the engine's interest crosses it: wait for both on the hub.
 	for p := range partCount {
-		subj := ingress.PartitionSubject(ingress.DefaultPartitionPrefix, p) + ".orders.x"
+		subj := route.PartitionSubject(route.DefaultPartitionPrefix, p) + ".orders.x"
 		natstest.WaitFor(t, "the hub sees the engine's interest in "+subj, func() bool {
 			return hub.GlobalAccount().SubscriptionInterest(subj)
 		})
@@ -74,8 +75,8 @@ func TestPartitionsOverLeafnode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := ingress.ParseReply(r.Data)
-		if err != nil || int(a.QueueID) != ingress.PartitionOf(key, partCount) || a.Topic != "orders" {
+		a, err := wire.ParseReply(r.Data)
+		if err != nil || int(a.QueueID) != route.PartitionOf(key, partCount) || a.Topic != "orders" {
 			t.Fatalf("key %s: %+v, %v", key, a, err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // Metrics (pull model): the monitor's collector reads Engine.Stats / Server.Stats and a few
@@ -148,7 +148,7 @@ var phases = []Phase{PhaseStarting, PhaseRecovering, PhaseRunning, PhaseStopping
 
 // replyCodes are the codes the refused family always reports (at 0 until one is counted), so
 // that rates work from the first scrape.
-var replyCodes = []int{ingress.CodeInvalid, ingress.CodeTooLarge, ingress.CodeInternal, ingress.CodeUnavailable, ingress.CodeDiskFull}
+var replyCodes = []int{wire.CodeInvalid, wire.CodeTooLarge, wire.CodeInternal, wire.CodeUnavailable, wire.CodeDiskFull}
 
 // collector reads the monitor's target on every scrape.
 type collector struct{ m *Monitor }

@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/rocketstore/engine/internal/vfs"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // Monitor tests: real HTTP on a loopback port chosen by the kernel, real scrapes parsed with
@@ -223,18 +223,18 @@ func getStatus(t testing.TB, m *Monitor, path string) (Status, map[string]any) {
 }
 
 // request publishes body on subject and returns the parsed reply.
-func request(t testing.TB, nc *nats.Conn, subject string, body []byte) (ingress.Ack, error) {
+func request(t testing.TB, nc *nats.Conn, subject string, body []byte) (wire.Ack, error) {
 	t.Helper()
 	msg, err := nc.Request(subject, body, serveTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ingress.ParseReply(msg.Data)
+	return wire.ParseReply(msg.Data)
 }
 
 func replyCode(t testing.TB, err error) int {
 	t.Helper()
-	var re *ingress.ReplyError
+	var re *wire.ReplyError
 	if !errors.As(err, &re) {
 		t.Fatalf("reply %v is not an error reply", err)
 	}
@@ -278,7 +278,7 @@ func TestMonitorServed(t *testing.T) {
 	// The oversized message first, on the subject the good ones use: its subscription callback
 	// has counted it and sent its error reply before any later message is handed on.
 	nc := connect(t, srv, "publisher")
-	if _, err := request(t, nc, "orders", bytes.Repeat([]byte{'x'}, 2000)); replyCode(t, err) != ingress.CodeTooLarge {
+	if _, err := request(t, nc, "orders", bytes.Repeat([]byte{'x'}, 2000)); replyCode(t, err) != wire.CodeTooLarge {
 		t.Fatalf("oversized: %v", err)
 	}
 	const good = 20
@@ -366,7 +366,7 @@ func TestMonitorServed(t *testing.T) {
 		t.Fatalf("status: %+v %+v", st, st.Offsets)
 	case st.Counters == nil || st.Counters.Records != good+1, st.Sync == nil || st.Sync.Count == 0:
 		t.Fatalf("status counters %+v, sync %+v", st.Counters, st.Sync)
-	case st.Ingress == nil || st.Ingress.Rejected[ingress.CodeTooLarge] != 1 || st.Ingress.Received != good+2:
+	case st.Ingress == nil || st.Ingress.Rejected[wire.CodeTooLarge] != 1 || st.Ingress.Received != good+2:
 		t.Fatalf("status ingress %+v", st.Ingress)
 	case st.NATS == nil || !st.NATS.Connected || !st.NATS.Embedded || st.NATS.Status != "CONNECTED":
 		t.Fatalf("status nats %+v", st.NATS)
@@ -390,7 +390,7 @@ func TestMonitorServed(t *testing.T) {
 	srv.Engine.retention.checkDisk(clock.Now())
 	expectGet(t, m, "/readyz", http.StatusServiceUnavailable, "refusing writes: engine: disk use 91% is above the 90% limit")
 	expectGet(t, m, "/healthz", http.StatusOK, "ok")
-	if _, err := request(t, nc, "orders", []byte("refused")); replyCode(t, err) != ingress.CodeDiskFull {
+	if _, err := request(t, nc, "orders", []byte("refused")); replyCode(t, err) != wire.CodeDiskFull {
 		t.Fatalf("on a full disk: %v", err)
 	}
 	f = scrape(t, m)

@@ -5,7 +5,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/jspull"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // NATSOptions configure the NATS side of a served engine.
@@ -72,7 +74,7 @@ type NATSOptions struct {
 	LogLevels *LevelWriter
 	// JetStream, when set, pulls from an existing JetStream stream through a durable consumer
 	// instead of subscribing to Subjects, and acks each message once it is durable here.
-	JetStream *ingress.JetStreamSource
+	JetStream *jspull.Config
 
 	// The read API (package engine/api), a micro service named "rocketstore" on the engine's
 	// connection. NoReadAPI turns it off. APIPrefix is its subjects' prefix (api.DefaultPrefix,
@@ -91,22 +93,22 @@ type NATSOptions struct {
 	// On by default, but not with JetStream (the header is an ordinary one there) or a
 	// QueueGroup (a stream split between engines cannot be tracked: such messages are refused).
 	// NoBatchedAcks turns it off (such messages are then refused, 400). MaxStreams bounds the
-	// streams tracked (ingress.DefaultMaxStreams, 10,000: the least recently active is evicted
-	// and told so); StreamIdle expires idle ones (ingress.DefaultStreamIdle, 2 min).
+	// streams tracked (batched.DefaultMaxStreams, 10,000: the least recently active is evicted
+	// and told so); StreamIdle expires idle ones (batched.DefaultStreamIdle, 2 min).
 	NoBatchedAcks bool
 	MaxStreams    int
 	StreamIdle    time.Duration
 
-	// Partitions turns on partitioned ingest (docs/SCALE-OUT.md, ingress.Partitions): the engine
+	// Partitions turns on partitioned ingest (docs/SCALE-OUT.md, route.Partitions): the engine
 	// subscribes to the partitions it owns, "<prefix>.<p>.>", and stores partition p as queue p
 	// of its topic (every topic then has Partitions.Count queues). Subjects and QueueGroup must
 	// be empty.
-	Partitions *ingress.Partitions
-	// Replicated turns on replicated mode (docs/SCALE-OUT.md, ingress.ReplicatedSource): each
+	Partitions *route.Partitions
+	// Replicated turns on replicated mode (docs/SCALE-OUT.md, replicated.Config): each
 	// owned partition is consumed from its replicated JetStream stream (RMQ_P<p>) through a
 	// durable consumer the partition's engines share, pinned to one of them at a time; the
 	// publishers' acks are JetStream's. Needs Partitions and JetStream on the servers.
-	Replicated *ingress.ReplicatedSource
+	Replicated *replicated.Config
 	// OnRunning, when set, is called with the server once it serves, just before the "engine
 	// running" log line (a monitor attaches there, so that whoever waits for that line finds the
 	// status running).
@@ -118,7 +120,7 @@ type NATSOptions struct {
 	Ownership *Ownership
 	// PartitionSources are the subjects (each with one or more '*' key tokens) that the
 	// embedded server partitions into Partitions' namespace: the engine adds their mappings
-	// (ingress.PartitionMapping) to the embedded server's global account. Every other server
+	// (route.PartitionMapping) to the embedded server's global account. Every other server
 	// that accepts publishers must carry the same mappings (`engine partition-map` prints them).
 	PartitionSources []string
 }

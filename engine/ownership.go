@@ -12,7 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Partition ownership in a replicated JetStream key-value bucket (docs/SCALE-OUT.md, "Ownership
@@ -68,7 +69,7 @@ func OpenOwnershipBucket(ctx context.Context, js jetstream.JetStream, bucket str
 	bucket = cmpOr(bucket, DefaultOwnershipBucket)
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = ingress.RetryPlacement(ctx, func() (jetstream.KeyValue, error) {
+		kv, err = replicated.RetryPlacement(ctx, func() (jetstream.KeyValue, error) {
 			return js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 5,
 				Replicas: cmpOrInt(replicas, DefaultOwnershipReplicas), Storage: jetstream.FileStorage})
 		})
@@ -234,7 +235,7 @@ func MovePartition(ctx context.Context, kv jetstream.KeyValue, p int, to string)
 
 // ingressPartitions is the ingress configuration under ownership from the bucket: the owned set
 // comes from the bucket, and may start empty.
-func ingressPartitions(base *ingress.Partitions, owned []int) *ingress.Partitions {
+func ingressPartitions(base *route.Partitions, owned []int) *route.Partitions {
 	p := *base
 	p.Owned, p.Dynamic = owned, true
 	return &p

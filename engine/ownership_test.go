@@ -10,7 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rocketstore/engine/internal/natstest"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // TestOwnershipBucket: partition ownership from a replicated key-value bucket on a three-server
@@ -20,7 +21,7 @@ import (
 // the partition back: the bucket decides.
 func TestOwnershipBucket(t *testing.T) {
 	const moved = 2
-	dest, err := ingress.PartitionMapping(ingress.DefaultPartitionPrefix, partCount, partSource)
+	dest, err := route.PartitionMapping(route.DefaultPartitionPrefix, partCount, partSource)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func TestOwnershipBucket(t *testing.T) {
 		opts := testOptions(t, dirs[i])
 		opts.FlushMode = FlushAsync
 		return serve(t, opts, NATSOptions{URL: c.URL(i), TopicTokens: 1, NoReadAPI: true,
-			Partitions: &ingress.Partitions{Count: partCount, Owned: owned(i)},
+			Partitions: &route.Partitions{Count: partCount, Owned: owned(i)},
 			Ownership:  &Ownership{EngineID: fmt.Sprintf("e%d", i), Replicas: 3}})
 	}
 	engines := make([]*served, 3)
@@ -38,7 +39,7 @@ func TestOwnershipBucket(t *testing.T) {
 		engines[i] = serveOwned(i)
 	}
 	for p := range partCount {
-		c.WaitInterest(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, p) + ".orders.x")
+		c.WaitInterest(route.PartitionSubject(route.DefaultPartitionPrefix, p) + ".orders.x")
 	}
 	nc, err := nats.Connect(c.URL(1))
 	if err != nil {
@@ -50,13 +51,13 @@ func TestOwnershipBucket(t *testing.T) {
 		msgs := make([]*nats.Msg, 0, to-from)
 		for n := from; n < to; n++ {
 			key := fmt.Sprintf("k%d", n%40)
-			if ingress.PartitionOf(key, partCount) == moved {
+			if route.PartitionOf(key, partCount) == moved {
 				count2++
 			}
 			msgs = append(msgs, partMsg(0, n, key))
 		}
 		for i, r := range publishPipelined(t, nc, msgs) {
-			if _, err := ingress.ParseReply(r.Data); err != nil {
+			if _, err := wire.ParseReply(r.Data); err != nil {
 				t.Fatalf("message %d: %v", from+i, err)
 			}
 		}
@@ -84,7 +85,7 @@ func TestOwnershipBucket(t *testing.T) {
 	if !slices.Contains(engines[0].Partitions().OwnedNow(), moved) || slices.Contains(engines[2].Partitions().OwnedNow(), moved) {
 		t.Fatalf("after the move: e0 owns %v, e2 %v", engines[0].Partitions().OwnedNow(), engines[2].Partitions().OwnedNow())
 	}
-	c.WaitInterest(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, moved) + ".orders.x")
+	c.WaitInterest(route.PartitionSubject(route.DefaultPartitionPrefix, moved) + ".orders.x")
 
 	// e2 restarts with the same claims: the bucket says partition 2 is e0's.
 	if err := engines[2].shutdown(); err != nil {
@@ -95,7 +96,7 @@ func TestOwnershipBucket(t *testing.T) {
 		t.Fatalf("restarted e2 owns %v", got)
 	}
 	for p := range partCount { // the restarted engine's subscriptions reach the publisher's server
-		c.WaitInterest(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, p) + ".orders.x")
+		c.WaitInterest(route.PartitionSubject(route.DefaultPartitionPrefix, p) + ".orders.x")
 	}
 	publish(200, 400)
 

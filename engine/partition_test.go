@@ -15,7 +15,9 @@ import (
 
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/internal/natstest"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Partitioned ingest on a NATS cluster (docs/SCALE-OUT.md): three servers joined by routes, the
@@ -29,7 +31,7 @@ const (
 
 // partCluster starts the servers with the mapping of partSource into partCount partitions.
 func partCluster(t *testing.T) *natstest.Cluster {
-	dest, err := ingress.PartitionMapping(ingress.DefaultPartitionPrefix, partCount, partSource)
+	dest, err := route.PartitionMapping(route.DefaultPartitionPrefix, partCount, partSource)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,9 +54,9 @@ func servePartitions(t *testing.T, c *natstest.Cluster, url, dir string, parts [
 	opts := testOptions(t, dir)
 	opts.FlushMode = FlushAsync
 	s := serve(t, opts, NATSOptions{URL: url, TopicTokens: 1,
-		Partitions: &ingress.Partitions{Count: partCount, Owned: parts}})
+		Partitions: &route.Partitions{Count: partCount, Owned: parts}})
 	for _, p := range parts {
-		c.WaitInterest(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, p) + ".orders.x")
+		c.WaitInterest(route.PartitionSubject(route.DefaultPartitionPrefix, p) + ".orders.x")
 	}
 	return s
 }
@@ -213,7 +215,7 @@ func TestPartitionedIngestCluster(t *testing.T) {
 			msgs[n] = partMsg(p, n, fmt.Sprintf("k%d", (n*7+p)%keys))
 		}
 		for i, r := range publishPipelined(t, nc, msgs) {
-			if a, err := ingress.ParseReply(r.Data); err != nil || a.Topic != "orders" {
+			if a, err := wire.ParseReply(r.Data); err != nil || a.Topic != "orders" {
 				t.Fatalf("publisher %d message %d: %+v, %v", p, i, a, err)
 			}
 		}
@@ -228,7 +230,7 @@ func TestPartitionedIngestCluster(t *testing.T) {
 			pub, _ := strconv.Atoi(f[0])
 			n, _ := strconv.Atoi(f[1])
 			key := f[2]
-			want := ingress.PartitionOf(key, partCount)
+			want := route.PartitionOf(key, partCount)
 			if int(m.queue) != want || want%3 != i {
 				t.Fatalf("engine %d stored key %s in queue %d; its partition is %d (engine %d)", i, key, m.queue, want, want%3)
 			}
@@ -258,10 +260,10 @@ func TestPartitionedIngestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	p2 := owned(2)[0]
-	c.WaitNoInterest(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, p2) + ".orders.x")
+	c.WaitNoInterest(route.PartitionSubject(route.DefaultPartitionPrefix, p2) + ".orders.x")
 	key := ""
 	for k := range 1000 {
-		if ingress.PartitionOf(fmt.Sprintf("r%d", k), partCount) == p2 {
+		if route.PartitionOf(fmt.Sprintf("r%d", k), partCount) == p2 {
 			key = fmt.Sprintf("r%d", k)
 			break
 		}
@@ -282,7 +284,7 @@ func TestPartitionedIngestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a, err := ingress.ParseReply(r.Data); err != nil || a.QueueID != int32(p2) {
+		if a, err := wire.ParseReply(r.Data); err != nil || a.QueueID != int32(p2) {
 			t.Fatalf("retry: %+v, %v", a, err)
 		}
 	}
@@ -303,7 +305,7 @@ func TestPartitionedIngestCluster(t *testing.T) {
 // comes all the same: see the ingress tests).
 func TestPartitionSubscriptions(t *testing.T) {
 	s := serve(t, testOptions(t, t.TempDir()), NATSOptions{NoReadAPI: true,
-		Partitions: &ingress.Partitions{Count: 4, Owned: []int{0, 1}}})
+		Partitions: &route.Partitions{Count: 4, Owned: []int{0, 1}}})
 	nc := connect(t, s, "pub")
 	for _, c := range []struct {
 		subject string
@@ -323,7 +325,7 @@ func TestPartitionSubscriptions(t *testing.T) {
 		case err != nil:
 			t.Fatalf("%s: %v", c.subject, err)
 		}
-		a, err := ingress.ParseReply(r.Data)
+		a, err := wire.ParseReply(r.Data)
 		if err != nil || a.QueueID != 1 {
 			t.Errorf("%s: %+v, %v", c.subject, a, err)
 		}
@@ -355,7 +357,7 @@ func TestPartitionedReads(t *testing.T) {
 	refOpts := testOptions(t, t.TempDir())
 	refOpts.FlushMode = FlushAsync
 	ref := serve(t, refOpts, NATSOptions{TopicTokens: 1, PartitionSources: []string{partSource},
-		Partitions: &ingress.Partitions{Count: partCount, Owned: all}})
+		Partitions: &route.Partitions{Count: partCount, Owned: all}})
 
 	msgs := func() []*nats.Msg {
 		out := make([]*nats.Msg, n)
@@ -504,7 +506,7 @@ func TestPartitionedReads(t *testing.T) {
 // requestRetrying sends m until an engine acks it: a request that finds no responder (the
 // partition's engine is reconnecting) or gets no reply in time (lost with a server) is sent again
 // with the same Nats-Msg-Id, a few milliseconds later, at most for serveTimeout.
-func requestRetrying(t *testing.T, nc *nats.Conn, m *nats.Msg) ingress.Ack {
+func requestRetrying(t *testing.T, nc *nats.Conn, m *nats.Msg) wire.Ack {
 	t.Helper()
 	deadline := time.Now().Add(serveTimeout)
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -512,7 +514,7 @@ func requestRetrying(t *testing.T, nc *nats.Conn, m *nats.Msg) ingress.Ack {
 	for {
 		r, err := nc.RequestMsg(m, time.Second)
 		if err == nil {
-			a, err := ingress.ParseReply(r.Data)
+			a, err := wire.ParseReply(r.Data)
 			if err != nil {
 				t.Fatalf("%s: %v", m.Header.Get(nats.MsgIdHdr), err)
 			}
@@ -538,10 +540,10 @@ func TestPartitionedServerLoss(t *testing.T) {
 		opts := testOptions(t, t.TempDir())
 		opts.FlushMode = FlushAsync
 		engines[i] = serve(t, opts, NATSOptions{URL: c.URL(i), TopicTokens: 1, NoReadAPI: true,
-			ReconnectWait: 20 * time.Millisecond, Partitions: &ingress.Partitions{Count: partCount, Owned: owned(i)}})
+			ReconnectWait: 20 * time.Millisecond, Partitions: &route.Partitions{Count: partCount, Owned: owned(i)}})
 	}
 	for p := range partCount {
-		c.WaitInterest(ingress.PartitionSubject(ingress.DefaultPartitionPrefix, p) + ".orders.x")
+		c.WaitInterest(route.PartitionSubject(route.DefaultPartitionPrefix, p) + ".orders.x")
 	}
 	nc, err := nats.Connect(c.URL(1)+","+c.URL(0), nats.DontRandomize(), nats.MaxReconnects(-1),
 		nats.ReconnectWait(20*time.Millisecond))
@@ -568,7 +570,7 @@ func TestPartitionedServerLoss(t *testing.T) {
 	for i, s := range engines {
 		for _, m := range readPartitions(t, s.Engine) {
 			stored[m.id]++
-			if want := ingress.PartitionOf(strings.Split(m.body, "|")[2], partCount); int(m.queue) != want || want%3 != i {
+			if want := route.PartitionOf(strings.Split(m.body, "|")[2], partCount); int(m.queue) != want || want%3 != i {
 				t.Fatalf("engine %d stored %s in queue %d (partition %d)", i, m.id, m.queue, want)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -40,9 +41,9 @@ func (a *apiTest) next(t *testing.T, sub *nats.Subscription) replayed {
 
 // storeSpread stores n apiMsgs on subject (spread over the topic's queues round-robin) and
 // returns their acks by message id.
-func (a *apiTest) storeSpread(t *testing.T, subject string, n int) (map[string]ingress.Ack, []*nats.Msg) {
+func (a *apiTest) storeSpread(t *testing.T, subject string, n int) (map[string]wire.Ack, []*nats.Msg) {
 	t.Helper()
-	acks := map[string]ingress.Ack{}
+	acks := map[string]wire.Ack{}
 	var sent []*nats.Msg
 	for i := range n {
 		m := apiMsg(subject, i)
@@ -55,7 +56,7 @@ func (a *apiTest) storeSpread(t *testing.T, subject string, n int) (map[string]i
 
 // checkReplayed checks a replayed message against what was stored: the body, the original
 // headers rebuilt, the position headers, and CommitLog order after the previous message.
-func checkReplayed(t *testing.T, r replayed, acks map[string]ingress.Ack, sent []*nats.Msg, prevPhys int64) int64 {
+func checkReplayed(t *testing.T, r replayed, acks map[string]wire.Ack, sent []*nats.Msg, prevPhys int64) int64 {
 	t.Helper()
 	h := r.msg.Header
 	ack, ok := acks[h.Get(api.HeaderMsgID)]

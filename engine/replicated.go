@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
 )
 
 // replicatedSource is ingress's replicated-mode source for nopts (nil: off), with the engine's
 // store lookups filled in (docs/SCALE-OUT.md, "Replicated mode").
-func (e *Engine) replicatedSource(nopts NATSOptions) *ingress.ReplicatedSource {
+func (e *Engine) replicatedSource(nopts NATSOptions) *replicated.Config {
 	if nopts.Replicated == nil {
 		return nil
 	}
@@ -54,7 +54,7 @@ func (e *Engine) lastStreamSeq(part int) (uint64, error) {
 				return 0, err
 			}
 			for _, m := range res.Messages {
-				if seq, err := strconv.ParseUint(m.Properties[ingress.PropStreamSeq], 10, 64); err == nil {
+				if seq, err := strconv.ParseUint(m.Properties[replicated.PropStreamSeq], 10, 64); err == nil {
 					last = max(last, seq)
 				}
 			}

@@ -13,7 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rocketstore/engine/internal/natstest"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Replicated mode (docs/SCALE-OUT.md): R3 JetStream streams per partition in front of two
@@ -107,7 +108,7 @@ func waitReplStarted(t *testing.T, ss ...*served) {
 // what the killed engine had stored sits at the same queue offsets in both stores.
 func TestReplicatedFailover(t *testing.T) {
 	const perPhase, keys = 300, 30
-	dest, err := ingress.PartitionMapping(ingress.DefaultPartitionPrefix, replParts, partSource)
+	dest, err := route.PartitionMapping(route.DefaultPartitionPrefix, replParts, partSource)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +120,8 @@ func TestReplicatedFailover(t *testing.T) {
 	serveRepl := func(url, dir, consumer, name string) *served {
 		opts := testOptions(t, dir)
 		return serve(t, opts, NATSOptions{URL: url, TopicTokens: 1, NoReadAPI: true,
-			Partitions: &ingress.Partitions{Count: replParts, Owned: all},
-			Replicated: &ingress.ReplicatedSource{Consumer: consumer, PinnedTTL: time.Second, AckWait: 2 * time.Second,
+			Partitions: &route.Partitions{Count: replParts, Owned: all},
+			Replicated: &replicated.Config{Consumer: consumer, PinnedTTL: time.Second, AckWait: 2 * time.Second,
 				Name: name, Heartbeat: 100 * time.Millisecond}})
 	}
 	dirA, dirB := t.TempDir(), t.TempDir()
@@ -211,7 +212,7 @@ func TestReplicatedFailover(t *testing.T) {
 			seen[id] = true
 			n, _ := strconv.Atoi(strings.TrimPrefix(id, "m-"))
 			key := acked[id]
-			if ingress.PartitionOf(key, replParts) != int(q) {
+			if route.PartitionOf(key, replParts) != int(q) {
 				t.Fatalf("%s (key %s) in queue %d", id, key, q)
 			}
 			if prev, ok := lastOf[key]; ok && n <= prev {

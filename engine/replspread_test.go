@@ -11,7 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rocketstore/engine/internal/natstest"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // spreadParts is the partition count of TestReplicatedSpread.
@@ -24,7 +25,7 @@ const spreadParts = 12
 // before the pins' TTL (ten minutes here) would have let them. It comes back, under the same
 // name: it gets the same partitions back, which the others hand over (they give up the pins).
 func TestReplicatedSpread(t *testing.T) {
-	dest, err := ingress.PartitionMapping(ingress.DefaultPartitionPrefix, spreadParts, partSource)
+	dest, err := route.PartitionMapping(route.DefaultPartitionPrefix, spreadParts, partSource)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,8 +37,8 @@ func TestReplicatedSpread(t *testing.T) {
 	dirs := map[string]string{"a": t.TempDir(), "b": t.TempDir(), "c": t.TempDir()}
 	start := func(name string, server int) *served {
 		return serve(t, testOptions(t, dirs[name]), NATSOptions{URL: c.URL(server), TopicTokens: 1, NoReadAPI: true,
-			Partitions: &ingress.Partitions{Count: spreadParts, Owned: all},
-			Replicated: &ingress.ReplicatedSource{PinnedTTL: 10 * time.Minute, AckWait: 2 * time.Second,
+			Partitions: &route.Partitions{Count: spreadParts, Owned: all},
+			Replicated: &replicated.Config{PinnedTTL: 10 * time.Minute, AckWait: 2 * time.Second,
 				Name: name, Heartbeat: 100 * time.Millisecond}})
 	}
 	engines := map[string]*served{"a": start("a", 0), "b": start("b", 1), "c": start("c", 2)}
@@ -55,8 +56,8 @@ func TestReplicatedSpread(t *testing.T) {
 	}
 	keys := make([]string, spreadParts)
 	for n, found := 0, 0; found < spreadParts; n++ {
-		if key := fmt.Sprintf("k%d", n); keys[ingress.PartitionOf(key, spreadParts)] == "" {
-			keys[ingress.PartitionOf(key, spreadParts)] = key
+		if key := fmt.Sprintf("k%d", n); keys[route.PartitionOf(key, spreadParts)] == "" {
+			keys[route.PartitionOf(key, spreadParts)] = key
 			found++
 		}
 	}

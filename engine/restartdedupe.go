@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
 // restartDedupe is ingress's RestartDedupe for this start: the message ids of records stored
@@ -32,7 +33,7 @@ func (e *Engine) restartDedupe() *ingress.RestartDedupe {
 	window := o.DedupeWindow
 	return &ingress.RestartDedupe{
 		Until: until,
-		Lookup: func(topic, msgID string) (ingress.StoredAt, bool) {
+		Lookup: func(topic, msgID string) (batched.StoredAt, bool) {
 			return e.lookupRecent(topic, msgID, o.Now().Add(-window).UnixMilli())
 		},
 	}
@@ -40,19 +41,19 @@ func (e *Engine) restartDedupe() *ingress.RestartDedupe {
 
 // lookupRecent finds the first copy of a message stored in topic under msgID (its UNIQ_KEY)
 // at or after the store time since (Unix ms), through the IndexFile.
-func (e *Engine) lookupRecent(topic, msgID string, since int64) (ingress.StoredAt, bool) {
+func (e *Engine) lookupRecent(topic, msgID string, since int64) (batched.StoredAt, bool) {
 	// The IndexFile keeps whole seconds: an entry's time may be up to a second before its
 	// record's store time.
 	found, err := e.Query(context.Background(), QueryRequest{Topic: topic, Key: msgID, Begin: since - 1000})
 	if err != nil {
 		e.opts.Logger.Debug().Err(err).Str("topic", topic).Str("id", msgID).Msg("dedupe lookup failed")
-		return ingress.StoredAt{}, false
+		return batched.StoredAt{}, false
 	}
 	for i := len(found) - 1; i >= 0; i-- { // newest first: the first copy is the last one
 		if m := &found[i]; m.UniqKey == msgID && m.StoreTimestamp >= since {
-			return ingress.StoredAt{QueueID: m.QueueID, QueueOffset: m.QueueOffset,
+			return batched.StoredAt{QueueID: m.QueueID, QueueOffset: m.QueueOffset,
 				PhysOffset: m.PhysicalOffset, StoreTimestamp: m.StoreTimestamp}, true
 		}
 	}
-	return ingress.StoredAt{}, false
+	return batched.StoredAt{}, false
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // TestRestartDedupeWindowBounds: after a restart, an id stored before it is found while the
@@ -20,7 +20,7 @@ func TestRestartDedupeWindowBounds(t *testing.T) {
 	set := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
 	opts := testOptions(t, t.TempDir())
 	opts.Now, opts.DedupeWindow = clock, 2*time.Minute
-	request := func(s *served, id string) ingress.Ack {
+	request := func(s *served, id string) wire.Ack {
 		t.Helper()
 		nc := connect(t, s, "publisher")
 		m := nats.NewMsg("orders.eu")
@@ -29,7 +29,7 @@ func TestRestartDedupeWindowBounds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := ingress.ParseReply(reply.Data)
+		a, err := wire.ParseReply(reply.Data)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/segment"
 	"github.com/rocketstore/engine/internal/vfs"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -494,7 +495,7 @@ func TestDiskFullRefusesWrites(t *testing.T) {
 		switch {
 		case !errors.As(r.Err, &dfe), !errors.Is(r.Err, ErrDiskFull), !errors.Is(r.Err, syscall.ENOSPC):
 			t.Fatalf("refused with %v", r.Err)
-		case ingress.ReplyCode(r.Err) != ingress.CodeDiskFull:
+		case ingress.ReplyCode(r.Err) != wire.CodeDiskFull:
 			t.Fatalf("reply code %d", ingress.ReplyCode(r.Err))
 		case r.Err.Error() != "engine: disk use 91% is above the 90% limit; writes resume below it":
 			t.Fatalf("message %q", r.Err)
@@ -584,7 +585,7 @@ func TestDiskFullNewSegment(t *testing.T) {
 			}
 			failed = append(failed, res...)
 			for _, r := range failed {
-				if !errors.Is(r.Err, syscall.ENOSPC) || ingress.ReplyCode(r.Err) != ingress.CodeDiskFull {
+				if !errors.Is(r.Err, syscall.ENOSPC) || ingress.ReplyCode(r.Err) != wire.CodeDiskFull {
 					t.Fatalf("failed with %v (code %d)", r.Err, ingress.ReplyCode(r.Err))
 				}
 			}

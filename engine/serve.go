@@ -118,7 +118,7 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 	}
 	if !nopts.NoReadAPI {
 		// After ingress: under partitioned ingest the API serves the partitions ingress owns,
-		// which move (ingress.Partitions).
+		// which move (route.Partitions).
 		if s.api, err = startAPI(s.Engine, s.conn, nopts, s.ing.Partitions(), log); err != nil {
 			return nil, err
 		}

@@ -19,7 +19,9 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/vfs"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Integration tests of the served engine: a real embedded nats-server on a random loopback
@@ -119,7 +121,7 @@ type rrPublisher struct {
 	window chan struct{} // a slot per unanswered request
 
 	// Written by the reply handler only (one goroutine); read after done is closed.
-	acks    []ingress.Ack
+	acks    []wire.Ack
 	replied []bool
 	errs    []error // error replies and malformed replies, by seq
 	got     atomic.Int64
@@ -134,7 +136,7 @@ func newRRPublisher(t testing.TB, id int, nc *nats.Conn, n, window int, build fu
 	t.Helper()
 	p := &rrPublisher{
 		id: id, nc: nc, n: n, build: build, prefix: nc.NewInbox(), window: make(chan struct{}, window),
-		acks: make([]ingress.Ack, n), replied: make([]bool, n), errs: make([]error, n),
+		acks: make([]wire.Ack, n), replied: make([]bool, n), errs: make([]error, n),
 		done: make(chan struct{}), stalled: make(chan struct{}),
 	}
 	if n == 0 {
@@ -160,7 +162,7 @@ func (p *rrPublisher) onReply(m *nats.Msg) {
 		return
 	}
 	p.replied[seq] = true
-	p.acks[seq], p.errs[seq] = ingress.ParseReply(m.Data)
+	p.acks[seq], p.errs[seq] = wire.ParseReply(m.Data)
 	<-p.window
 	if p.got.Add(1) == int64(p.n) {
 		close(p.done)
@@ -258,7 +260,7 @@ func parseLoadBody(b []byte) (pub, seq int, ok bool) {
 // checkAcked reads the message of every ack back: the ConsumeQueue unit at the ack's queue
 // offset points at the ack's CommitLog offset, and the record there is the message that was
 // sent (topic, queue, offsets, body, properties).
-func checkAcked(t testing.TB, e *Engine, acks []ingress.Ack, want func(i int) *nats.Msg) {
+func checkAcked(t testing.TB, e *Engine, acks []wire.Ack, want func(i int) *nats.Msg) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), serveTimeout)
 	defer cancel()
@@ -279,7 +281,7 @@ func checkAcked(t testing.TB, e *Engine, acks []ingress.Ack, want func(i int) *n
 			fail("message %d: acked as a duplicate: %+v", i, a)
 			continue
 		}
-		topic, err := ingress.SubjectToTopic(m.Subject)
+		topic, err := route.SubjectToTopic(m.Subject)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,7 +325,7 @@ func checkAcked(t testing.TB, e *Engine, acks []ingress.Ack, want func(i int) *n
 }
 
 // checkRecord compares a stored record with the ack it got and the message that was sent.
-func checkRecord(v commitlog.View, a ingress.Ack, m *nats.Msg) error {
+func checkRecord(v commitlog.View, a wire.Ack, m *nats.Msg) error {
 	if string(v.Topic()) != a.Topic || v.QueueID() != a.QueueID || v.QueueOffset() != a.QueueOffset ||
 		v.PhysicalOffset() != a.CommitLogOffset || v.StoreTimestamp() != a.StoreTimestamp {
 		return fmt.Errorf("record %s/%d@%d phys %d ts %d, ack %+v", v.Topic(), v.QueueID(), v.QueueOffset(),
@@ -465,13 +467,13 @@ func TestServeDuplicatesStoredOnce(t *testing.T) {
 		m.Data = []byte(body)
 		return m
 	}
-	request := func(m *nats.Msg) ingress.Ack {
+	request := func(m *nats.Msg) wire.Ack {
 		t.Helper()
 		reply, err := nc.RequestMsg(m, serveTimeout)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := ingress.ParseReply(reply.Data)
+		a, err := wire.ParseReply(reply.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -482,7 +484,7 @@ func TestServeDuplicatesStoredOnce(t *testing.T) {
 	if first.Duplicate || !second.Duplicate {
 		t.Fatalf("acks %+v then %+v: want the second one flagged duplicate", first, second)
 	}
-	same := func(a, b ingress.Ack) bool {
+	same := func(a, b wire.Ack) bool {
 		return a.Topic == b.Topic && a.QueueID == b.QueueID && a.QueueOffset == b.QueueOffset &&
 			a.CommitLogOffset == b.CommitLogOffset && a.MsgID == b.MsgID
 	}
@@ -509,8 +511,8 @@ func TestServeDuplicatesStoredOnce(t *testing.T) {
 		stored = 1
 	}
 
-	checkAcked(t, s.Engine, []ingress.Ack{first}, func(int) *nats.Msg { return msg("id-1", "first") })
-	checkAcked(t, s.Engine, []ingress.Ack{p.acks[stored]}, func(int) *nats.Msg { return pipelined(stored) })
+	checkAcked(t, s.Engine, []wire.Ack{first}, func(int) *nats.Msg { return msg("id-1", "first") })
+	checkAcked(t, s.Engine, []wire.Ack{p.acks[stored]}, func(int) *nats.Msg { return pipelined(stored) })
 	units := int64(0)
 	for _, q := range s.Engine.cq.QueueIDs(first.Topic) {
 		units += s.Engine.cq.Find(first.Topic, q).MaxOffset()
@@ -541,17 +543,17 @@ func TestServeBadInputStoresNothing(t *testing.T) {
 		msg  *nats.Msg
 		code int
 	}{
-		{"body over the limit", bigBody, ingress.CodeTooLarge},
-		{"topic too long", longSubject, ingress.CodeInvalid},
-		{"0x01 in a header", badHeader, ingress.CodeInvalid},
+		{"body over the limit", bigBody, wire.CodeTooLarge},
+		{"topic too long", longSubject, wire.CodeInvalid},
+		{"0x01 in a header", badHeader, wire.CodeInvalid},
 	}
 	for _, c := range cases {
 		reply, err := nc.RequestMsg(c.msg, serveTimeout)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		_, err = ingress.ParseReply(reply.Data)
-		var re *ingress.ReplyError
+		_, err = wire.ParseReply(reply.Data)
+		var re *wire.ReplyError
 		if !errors.As(err, &re) || re.Code != c.code {
 			t.Errorf("%s: reply %s, want an error with code %d", c.name, reply.Data, c.code)
 		}
@@ -566,16 +568,16 @@ func TestServeBadInputStoresNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := ingress.ParseReply(reply.Data)
+	a, err := wire.ParseReply(reply.Data)
 	if err != nil {
 		t.Fatalf("a body at the limit: %v", err)
 	}
 	if a.CommitLogOffset != 0 || a.QueueOffset != 0 {
 		t.Fatalf("the first good message is at %d (queue offset %d): something was stored before it", a.CommitLogOffset, a.QueueOffset)
 	}
-	checkAcked(t, s.Engine, []ingress.Ack{a}, func(int) *nats.Msg { return ok })
+	checkAcked(t, s.Engine, []wire.Ack{a}, func(int) *nats.Msg { return ok })
 	st := s.Stats()
-	if st.Records != 1 || st.Ingress.Rejected[ingress.CodeTooLarge] != 1 || st.Ingress.Rejected[ingress.CodeInvalid] != 2 {
+	if st.Records != 1 || st.Ingress.Rejected[wire.CodeTooLarge] != 1 || st.Ingress.Rejected[wire.CodeInvalid] != 2 {
 		t.Fatalf("records %d, rejected %v: want 1 record, 1×413 and 2×400", st.Records, st.Ingress.Rejected)
 	}
 }
@@ -648,7 +650,7 @@ func TestServeShutdownLeavesNoGoroutines(t *testing.T) {
 	big.Data = make([]byte, 2<<10)
 	if reply, err := nc.RequestMsg(big, serveTimeout); err != nil {
 		t.Fatal(err)
-	} else if _, err := ingress.ParseReply(reply.Data); err == nil {
+	} else if _, err := wire.ParseReply(reply.Data); err == nil {
 		t.Fatal("a body over the limit was acked")
 	}
 	for i := range 100 {

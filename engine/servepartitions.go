@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // addPartitionMappings adds the mappings of PartitionSources to the embedded server's global
@@ -21,16 +21,16 @@ func (s *Server) addPartitionMappings(ns *server.Server) error {
 	if p == nil {
 		return errors.New("partition sources without partitioned ingest")
 	}
-	prefix, count := cmpOr(p.Prefix, ingress.DefaultPartitionPrefix), p.Count
+	prefix, count := cmpOr(p.Prefix, route.DefaultPartitionPrefix), p.Count
 	if count == 0 {
-		count = ingress.DefaultPartitionCount
+		count = route.DefaultPartitionCount
 	}
 	for _, src := range s.opts.PartitionSources {
-		subject, n, err := ingress.SplitPartitionSource(src, count)
+		subject, n, err := route.SplitPartitionSource(src, count)
 		if err != nil {
 			return err
 		}
-		dest, err := ingress.PartitionMapping(prefix, n, subject)
+		dest, err := route.PartitionMapping(prefix, n, subject)
 		if err != nil {
 			return err
 		}
@@ -44,7 +44,7 @@ func (s *Server) addPartitionMappings(ns *server.Server) error {
 // claimOwnership is the start of an engine whose partition ownership comes from the bucket
 // (NATSOptions.Ownership, ownership.go): it claims, reads what the bucket gives it, and starts
 // the queues it took over; it returns ingress's partitions and the bucket (nil without it).
-func (s *Server) claimOwnership(ctx context.Context, nopts NATSOptions) (*ingress.Partitions, jetstream.KeyValue, error) {
+func (s *Server) claimOwnership(ctx context.Context, nopts NATSOptions) (*route.Partitions, jetstream.KeyValue, error) {
 	parts := nopts.Partitions
 	if o := nopts.Ownership; o != nil {
 		if parts == nil || nopts.Replicated != nil || o.EngineID == "" {
@@ -58,7 +58,7 @@ func (s *Server) claimOwnership(ctx context.Context, nopts NATSOptions) (*ingres
 		if err != nil {
 			return nil, nil, err
 		}
-		count := cmpOrInt(parts.Count, ingress.DefaultPartitionCount)
+		count := cmpOrInt(parts.Count, route.DefaultPartitionCount)
 		owned, starts, err := claimPartitions(ctx, kv, o.EngineID, count, parts.Owned)
 		if err != nil {
 			return nil, nil, err

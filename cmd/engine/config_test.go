@@ -18,7 +18,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/jspull"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // clearEnv unsets every ENGINE_* and NATS_* variable for the test (restored after it), so that
@@ -276,13 +278,13 @@ func TestConfigEveryKey(t *testing.T) {
 	wantN := engine.NATSOptions{
 		URL: "nats://a:4222,nats://b:4222", Listen: "127.0.0.1:4333", ServerConfig: filepath.Join(dir, "nats.conf"),
 		QueueGroup: "workers", TopicTokens: 1, QueuesPerTopic: 16,
-		Partitions:       &ingress.Partitions{Prefix: "rmq.q", Count: 16, Owned: []int{0, 1, 2, 3, 9}},
+		Partitions:       &route.Partitions{Prefix: "rmq.q", Count: 16, Owned: []int{0, 1, 2, 3, 9}},
 		PartitionSources: []string{"orders.*"},
-		Replicated:       &ingress.ReplicatedSource{StreamPrefix: "P_", Replicas: 5, MaxAge: 24 * time.Hour, PinnedTTL: 3 * time.Second, Consumer: "hot", Name: "e-1"},
+		Replicated:       &replicated.Config{StreamPrefix: "P_", Replicas: 5, MaxAge: 24 * time.Hour, PinnedTTL: 3 * time.Second, Consumer: "hot", Name: "e-1"},
 		Ownership:        &engine.Ownership{Bucket: "OWN", Replicas: 1, EngineID: "e-1"},
 		KeysHeader:       "X-Keys", TagsHeader: "X-Tags", QueueKeyHeader: "X-Shard", Workers: 3,
 		PendingMsgs: -1, PendingBytes: 32 << 20, NoReply: true, Name: "store-1",
-		JetStream: &ingress.JetStreamSource{Stream: "ORDERS", Consumer: "store", FilterSubject: "orders.eu"},
+		JetStream: &jspull.Config{Stream: "ORDERS", Consumer: "store", FilterSubject: "orders.eu"},
 		NoReadAPI: true, APIPrefix: "RS.API", MaxLongPolls: 16, MaxReplays: 2, Version: version,
 		NoBatchedAcks: true, MaxStreams: 500, StreamIdle: 5 * time.Minute,
 		Creds: filepath.Join(dir, "user.creds"), Nkey: filepath.Join(dir, "user.nk"), User: "engine", Password: "s3cret", Token: "t0ken",

@@ -21,7 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // The engine's NATS connection, configured from the command line and run in this process:
@@ -91,13 +91,13 @@ func serveArgs(t *testing.T, ctx context.Context, args ...string) (*engine.Serve
 }
 
 // storeOne publishes a request on nc and checks its ack.
-func storeOne(t *testing.T, nc *nats.Conn, body []byte) ingress.Ack {
+func storeOne(t *testing.T, nc *nats.Conn, body []byte) wire.Ack {
 	t.Helper()
 	reply, err := nc.Request("orders.eu", body, waitTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := ingress.ParseReply(reply.Data)
+	a, err := wire.ParseReply(reply.Data)
 	if err != nil {
 		t.Fatalf("reply %s: %v", reply.Data, err)
 	}

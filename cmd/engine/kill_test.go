@@ -15,7 +15,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
 	"github.com/rocketstore/engine/internal/vfs"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // TestRunSurvivesSIGKILL runs the real command, publishes with acks from several publishers,
@@ -84,7 +84,7 @@ func publishUntilKilled(t *testing.T, c *child, url string, round int, seq *int,
 				if err != nil {
 					return // killed
 				}
-				a, err := ingress.ParseReply(reply.Data)
+				a, err := wire.ParseReply(reply.Data)
 				if err != nil {
 					t.Errorf("reply: %v", err)
 					return

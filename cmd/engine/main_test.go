@@ -26,6 +26,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/consumequeue"
 	"github.com/rocketstore/engine/internal/store/meta"
 	"github.com/rocketstore/engine/internal/vfs"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -201,7 +202,7 @@ func runEmbedded(t testing.TB, dir string) (*child, string, map[string]any) {
 type sent struct {
 	subject string
 	body    []byte
-	ack     ingress.Ack
+	ack     wire.Ack
 }
 
 // publish sends groups × perGroup requests to url: one goroutine per group, each on its own
@@ -227,7 +228,7 @@ func publish(t testing.TB, url string, round, groups, perGroup int) [][]sent {
 					errs <- fmt.Errorf("group %d message %d: %w", g, i, err)
 					return
 				}
-				a, err := ingress.ParseReply(reply.Data)
+				a, err := wire.ParseReply(reply.Data)
 				if err != nil {
 					errs <- fmt.Errorf("group %d message %d: %w", g, i, err)
 					return

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rocketstore/engine/engine"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Partitioned ingest (docs/SCALE-OUT.md): the run flags' parsing and checks, and the
@@ -65,8 +65,8 @@ func (v *validator) partitions() {
 		}
 		return
 	}
-	if r.Partitions < 0 || r.Partitions > ingress.MaxPartitions {
-		v.bad("partitions", "%d: want 1 to %d (0: partitioned ingest off)", r.Partitions, ingress.MaxPartitions)
+	if r.Partitions < 0 || r.Partitions > route.MaxPartitions {
+		v.bad("partitions", "%d: want 1 to %d (0: partitioned ingest off)", r.Partitions, route.MaxPartitions)
 		return
 	}
 	if _, err := parseOwned(r.OwnedPartitions, r.Partitions); err != nil && (r.Ownership != "kv" || r.OwnedPartitions != "") {
@@ -81,13 +81,13 @@ func (v *validator) partitions() {
 	if r.sourceOf("queues") != sourceDefault && r.Queues != r.Partitions {
 		v.bad("queues", "%d with %d partitions: a topic's queues are its partitions", r.Queues, r.Partitions)
 	}
-	if _, err := (&ingress.Partitions{Prefix: r.PartitionPrefix, Count: r.Partitions, Owned: []int{0}}).Check(); err != nil {
+	if _, err := (&route.Partitions{Prefix: r.PartitionPrefix, Count: r.Partitions, Owned: []int{0}}).Check(); err != nil {
 		v.bad("partition_prefix", "%v", err)
 	}
 	for _, src := range r.PartitionSubjects {
-		subject, n, err := ingress.SplitPartitionSource(src, r.Partitions)
+		subject, n, err := route.SplitPartitionSource(src, r.Partitions)
 		if err == nil {
-			_, err = ingress.PartitionMapping(r.PartitionPrefix, n, subject)
+			_, err = route.PartitionMapping(r.PartitionPrefix, n, subject)
 		}
 		if err != nil {
 			v.bad("partition_subjects", "%v", err)
@@ -126,12 +126,12 @@ func (v *validator) partitions() {
 
 // partitionsOf is the ingress configuration of the partition settings (nil when off); validate
 // has checked them.
-func (r *runCmd) partitionsOf() *ingress.Partitions {
+func (r *runCmd) partitionsOf() *route.Partitions {
 	if r.Partitions == 0 {
 		return nil
 	}
 	owned, _ := parseOwned(r.OwnedPartitions, r.Partitions)
-	return &ingress.Partitions{Prefix: r.PartitionPrefix, Count: r.Partitions, Owned: owned}
+	return &route.Partitions{Prefix: r.PartitionPrefix, Count: r.Partitions, Owned: owned}
 }
 
 // partitionMapCmd prints the mappings of partitioned ingest as a nats-server configuration block.
@@ -149,11 +149,11 @@ func (c *partitionMapCmd) Run() error {
 	b.WriteString("# publishers' account; here the default one): a message is mapped where it enters NATS.\n")
 	b.WriteString("mappings {\n")
 	for _, src := range c.Subjects {
-		subject, n, err := ingress.SplitPartitionSource(src, c.Partitions)
+		subject, n, err := route.SplitPartitionSource(src, c.Partitions)
 		if err != nil {
 			return &configError{err}
 		}
-		dest, err := ingress.PartitionMapping(c.Prefix, n, subject)
+		dest, err := route.PartitionMapping(c.Prefix, n, subject)
 		if err != nil {
 			return &configError{err}
 		}

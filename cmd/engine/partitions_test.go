@@ -14,7 +14,7 @@ import (
 
 	"github.com/rocketstore/engine/engine"
 	natstest2 "github.com/rocketstore/engine/internal/natstest"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 func TestParseOwned(t *testing.T) {
@@ -123,7 +123,7 @@ func TestPartitionMapCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, err := sub.NextMsg(10 * time.Second)
-	if want := fmt.Sprintf("rmq.p.%d.orders.alice", ingress.PartitionOf("alice", 16)); err != nil || m.Subject != want {
+	if want := fmt.Sprintf("rmq.p.%d.orders.alice", route.PartitionOf("alice", 16)); err != nil || m.Subject != want {
 		t.Fatalf("published orders.alice, got %v (%v), want %s", m, err, want)
 	}
 	c, err = parseArgs(t, "partition-map", "orders")
@@ -139,7 +139,7 @@ func TestPartitionMapCommand(t *testing.T) {
 // their ownership from the bucket, and says where its queues continue; a move of a partition
 // nobody owns is refused.
 func TestPartitionMoveCommand(t *testing.T) {
-	dest, err := ingress.PartitionMapping("rmq.p", 4, "orders.*")
+	dest, err := route.PartitionMapping("rmq.p", 4, "orders.*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestPartitionMoveCommand(t *testing.T) {
 		srv, err := engine.Serve(engine.Options{Dir: t.TempDir(), CommitLogFileSize: 1 << 20, ConsumeQueueUnits: 1000,
 			IndexSlots: 1024, IndexEntries: 4096, FlushMode: engine.FlushAsync},
 			engine.NATSOptions{URL: c.URL(i), TopicTokens: 1, NoReadAPI: true,
-				Partitions: &ingress.Partitions{Count: 4, Owned: claims},
+				Partitions: &route.Partitions{Count: 4, Owned: claims},
 				Ownership:  &engine.Ownership{EngineID: fmt.Sprintf("e%d", i), Replicas: 3}})
 		if err != nil {
 			t.Fatal(err)

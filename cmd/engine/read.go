@@ -18,7 +18,7 @@ import (
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/commitlog"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // The read commands (get, query, msg, offsets, topics; replay in replay.go) read a store
@@ -229,7 +229,7 @@ func unknownQueue(ctx context.Context, src readSource, topic string, queueID int
 // subjectTopicHint names the topic a subject is stored under when topic looks like a subject
 // whose topic exists ("orders.eu" is stored as "orders_eu").
 func subjectTopicHint(ctx context.Context, src readSource, topic string) string {
-	mapped, err := ingress.SubjectToTopic(topic)
+	mapped, err := route.SubjectToTopic(topic)
 	if err != nil || mapped == topic {
 		return ""
 	}

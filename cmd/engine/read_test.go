@@ -23,6 +23,7 @@ import (
 	"github.com/rocketstore/engine/engine"
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -54,9 +55,9 @@ type rdFixture struct {
 	nc      *nats.Conn
 	stopped bool
 
-	acks []ingress.Ack // of orders.eu, in publish order
+	acks []wire.Ack // of orders.eu, in publish order
 	msgs []*nats.Msg
-	big  ingress.Ack // of big.one
+	big  wire.Ack // of big.one
 }
 
 const rdOrders = 20
@@ -106,7 +107,7 @@ func startReadEngine(t *testing.T) *rdFixture {
 }
 
 // publish stores m with an ack and waits until readers see it.
-func (f *rdFixture) publish(t testing.TB, m *nats.Msg) ingress.Ack {
+func (f *rdFixture) publish(t testing.TB, m *nats.Msg) wire.Ack {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), rdTimeout)
 	defer cancel()
@@ -114,7 +115,7 @@ func (f *rdFixture) publish(t testing.TB, m *nats.Msg) ingress.Ack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ack, err := ingress.ParseReply(reply.Data)
+	ack, err := wire.ParseReply(reply.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func with(base []string, args ...string) []string {
 }
 
 // checkOrder checks a message read back against what was published and acked.
-func checkOrder(t testing.TB, got api.Message, ack ingress.Ack, sent *nats.Msg) {
+func checkOrder(t testing.TB, got api.Message, ack wire.Ack, sent *nats.Msg) {
 	t.Helper()
 	if got.Topic != ack.Topic || got.QueueID != ack.QueueID || got.QueueOffset != ack.QueueOffset ||
 		got.MsgID != ack.MsgID || got.StoreTimestamp != ack.StoreTimestamp || got.CommitLogOffset != ack.CommitLogOffset {

@@ -12,7 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/engine/api"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // exampleOwned are the example's partition sets (docs/SCALE-OUT.md, scripts/cluster-example.sh).
@@ -72,7 +73,7 @@ func startExampleCluster(t *testing.T) []string {
 func keyOfPartition(t *testing.T, p int) string {
 	t.Helper()
 	for i := range 100_000 {
-		if k := "k" + strconv.Itoa(i); ingress.PartitionOf(k, 64) == p {
+		if k := "k" + strconv.Itoa(i); route.PartitionOf(k, 64) == p {
 			return k
 		}
 	}
@@ -95,7 +96,7 @@ func TestReadPartitionsEmptyEngines(t *testing.T) {
 	}
 	defer nc.Close()
 	keys := []string{keyOfPartition(t, 3), keyOfPartition(t, 9), keyOfPartition(t, 20)} // engine 1's
-	var acks []ingress.Ack
+	var acks []wire.Ack
 	for i := range 30 {
 		m := nats.NewMsg("orders." + keys[i%3])
 		m.Data = []byte(strconv.Itoa(i))
@@ -104,13 +105,13 @@ func TestReadPartitionsEmptyEngines(t *testing.T) {
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
-		a, err := ingress.ParseReply(reply.Data)
+		a, err := wire.ParseReply(reply.Data)
 		if err != nil || a.Topic != "orders" {
 			t.Fatalf("message %d: %+v, %v", i, a, err)
 		}
 		acks = append(acks, a)
 	}
-	held := map[int32][]ingress.Ack{}
+	held := map[int32][]wire.Ack{}
 	for _, a := range acks {
 		held[a.QueueID] = append(held[a.QueueID], a)
 	}

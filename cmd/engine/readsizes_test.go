@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -31,7 +32,7 @@ func TestReadOfflineSizesFromFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	var acks []ingress.Ack
+	var acks []wire.Ack
 	for i := range 5 {
 		m := nats.NewMsg("orders.eu")
 		m.Data = fmt.Appendf(nil, "order %d", i)
@@ -41,7 +42,7 @@ func TestReadOfflineSizesFromFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := ingress.ParseReply(reply.Data)
+		a, err := wire.ParseReply(reply.Data)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/jspull"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
 )
 
 // runCmd is `engine run`: zero configuration runs an embedded nats-server on 127.0.0.1:4222
@@ -290,12 +291,12 @@ func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions
 		nopts.Listen = r.Listen
 	}
 	if r.JSStream != "" {
-		nopts.JetStream = &ingress.JetStreamSource{Stream: r.JSStream, Consumer: r.JSConsumer, FilterSubject: r.JSFilter}
+		nopts.JetStream = &jspull.Config{Stream: r.JSStream, Consumer: r.JSConsumer, FilterSubject: r.JSFilter}
 	}
 	if nopts.Partitions = r.partitionsOf(); nopts.Partitions != nil {
 		nopts.Subjects, nopts.QueuesPerTopic, nopts.PartitionSources = nil, r.Partitions, r.PartitionSubjects
 		if r.Replicated {
-			nopts.Replicated = &ingress.ReplicatedSource{StreamPrefix: r.StreamPrefix, Replicas: r.StreamReplicas,
+			nopts.Replicated = &replicated.Config{StreamPrefix: r.StreamPrefix, Replicas: r.StreamReplicas,
 				MaxAge: r.StreamMaxAge, PinnedTTL: r.PinnedTTL, Consumer: r.ReplicatedConsumer, Name: r.EngineID}
 		}
 		if r.Ownership == "kv" {

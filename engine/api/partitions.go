@@ -52,7 +52,7 @@ func PartitionSubject(prefix string, p int, endpoint string) string {
 }
 
 // PartitionOf is the partition of a key among count: FNV-1a (32 bits) mod count, as nats-server's
-// {{partition(count, ...)}} mapping computes it (ingress.PartitionOf; a test holds the two
+// {{partition(count, ...)}} mapping computes it (route.PartitionOf; a test holds the two
 // together).
 func PartitionOf(key string, count int) int {
 	h := uint32(2166136261)

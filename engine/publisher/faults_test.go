@@ -15,7 +15,7 @@ import (
 	"github.com/rocketstore/engine/engine"
 	"github.com/rocketstore/engine/engine/publisher"
 	"github.com/rocketstore/engine/internal/vfs"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // packModes are the publisher's two ways of sending: packs (the default) and one NATS message
@@ -185,11 +185,11 @@ func testDuplicateResends(t *testing.T, maxPack int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := ingress.ParseBatchAck(reply.Data)
+	a, err := wire.ParseBatchAck(reply.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ingress.StoredRun{Topic: first.Topic, QueueID: first.QueueID, QueueOffset: first.QueueOffset, Seq: first.Seq, Count: 1, Step: 1, Dup: true}
+	want := wire.StoredRun{Topic: first.Topic, QueueID: first.QueueID, QueueOffset: first.QueueOffset, Seq: first.Seq, Count: 1, Step: 1, Dup: true}
 	if a.Stream != p.StreamID() || a.Through != n || len(a.Stored) != 1 || a.Stored[0] != want {
 		t.Fatalf("ack %s, want the position %+v", reply.Data, want)
 	}
@@ -382,13 +382,13 @@ func TestRetriableRefusals(t *testing.T) {
 	spy := connect(t, s.ClientURL())
 	var through atomic.Uint64
 	if _, err := spy.Subscribe(p.AckSubject(), func(m *nats.Msg) {
-		a, err := ingress.ParseBatchAck(m.Data)
+		a, err := wire.ParseBatchAck(m.Data)
 		if err != nil {
 			t.Error(err)
 			return
 		}
 		if fs.full.Load() && len(a.Refused) > 0 {
-			if a.Refused[0].Code != ingress.CodeDiskFull || a.Through != 0 || len(a.Stored) != 0 {
+			if a.Refused[0].Code != wire.CodeDiskFull || a.Through != 0 || len(a.Stored) != 0 {
 				t.Errorf("while full: %s", m.Data)
 			}
 			through.Store(a.Through)

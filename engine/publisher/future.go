@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // Ack is where a message is stored.
@@ -113,7 +114,7 @@ func (f *Future) msgIDLocked() string {
 	if f.seq == 0 {
 		return ""
 	}
-	return f.p.stream + ":" + strconv.FormatUint(f.seq, 10)
+	return wire.DerivedMsgID(f.p.stream, f.seq)
 }
 
 // Done is closed once the message is answered (Result then returns its outcome).

@@ -16,6 +16,7 @@ import (
 	"github.com/rocketstore/engine/engine"
 	"github.com/rocketstore/engine/engine/publisher"
 	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Tests against engine.Serve: a real embedded nats-server on a random loopback port (or one of
@@ -208,7 +209,7 @@ func checkExactlyOnce(t testing.TB, e *engine.Engine, msgs ...[]sent) {
 				continue
 			}
 			c := copies[0]
-			topic, _ := ingress.SubjectToTopic(m.subject)
+			topic, _ := route.SubjectToTopic(m.subject)
 			if c.topic != topic || a.Topic != topic || c.queueID != a.QueueID || c.queueOffset != a.QueueOffset {
 				fail("message %d (%s): acked at %s/%d@%d, stored at %s/%d@%d", i, a.MsgID, a.Topic, a.QueueID,
 					a.QueueOffset, c.topic, c.queueID, c.queueOffset)
@@ -221,7 +222,7 @@ func checkExactlyOnce(t testing.TB, e *engine.Engine, msgs ...[]sent) {
 	topics := map[string]bool{}
 	for _, list := range msgs {
 		for _, m := range list {
-			topic, _ := ingress.SubjectToTopic(m.subject)
+			topic, _ := route.SubjectToTopic(m.subject)
 			topics[topic] = true
 		}
 	}

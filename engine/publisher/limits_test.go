@@ -13,7 +13,7 @@ import (
 
 	"github.com/rocketstore/engine/engine"
 	"github.com/rocketstore/engine/engine/publisher"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // TestStreamAtMaxSeq: a stream started just below the last sequence (WithFirstSeq, the seam)
@@ -72,8 +72,8 @@ func TestMaxPackHeldToEngineLimit(t *testing.T) {
 	if st := p.Stats(); st.Acked != n || st.Failed != 0 || largest.Load() != publisher.MaxPackEntries {
 		t.Fatalf("stats %+v, the largest pack %d entries", st, largest.Load())
 	}
-	if publisher.MaxPackEntries != ingress.MaxPackEntries {
-		t.Fatalf("publisher.MaxPackEntries %d, the engine's %d", publisher.MaxPackEntries, ingress.MaxPackEntries)
+	if publisher.MaxPackEntries != wire.MaxPackEntries {
+		t.Fatalf("publisher.MaxPackEntries %d, the engine's %d", publisher.MaxPackEntries, wire.MaxPackEntries)
 	}
 }
 

@@ -1,24 +1,18 @@
 package publisher
 
 import (
-	"encoding/binary"
-	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // Packs (docs/BATCHED-ACKS.md, "Packs"): several messages of one subject go out as one NATS
-// message, as a Kafka producer's record batch or a RocketMQ batch message does. On the wire a
-// pack is a message on the subject with the stream's Rs-Seq header (its sequence is the first
-// entry's), an Rs-Pack header with the count, and a body of count entries, each
-//
-//	uvarint(len(header block)) header block uvarint(len(data)) data
-//
-// Entry i has sequence seq+i; its header block is its NATS header block, empty when it has none.
-// The engine splits the pack back into messages, each with its own sequence, id, queue and ack.
+// message, as a Kafka producer's record batch or a RocketMQ batch message does; internal/wire
+// defines the framing (Rs-Pack and the entries of the body). The engine splits the pack back
+// into messages, each with its own sequence, id, queue and ack.
 // What this saves is NATS's cost per message (the publisher's, the server's and the engine's
 // client's), most of what a small message costs on its way in. A pack holds one subject because
 // NATS checks a publisher's permissions by subject: the engine stores each entry under the
@@ -36,12 +30,6 @@ import (
 // maxOpenPacks bounds the subjects with an open pack; a message for one more sends them all.
 const maxOpenPacks = 64
 
-// HeaderPack is the header of a pack: its entry count.
-const HeaderPack = "Rs-Pack"
-
-// MaxPackEntries is the most entries the engine takes in one pack; Options.MaxPack is held to it.
-const MaxPackEntries = 1 << 16
-
 // Defaults of the pack options.
 const (
 	DefaultMaxPack      = 256
@@ -57,63 +45,6 @@ type pack struct {
 	bytes   int // of the body the entries will take
 }
 
-func uvarintLen(n uint64) int {
-	var b [binary.MaxVarintLen64]byte
-	return binary.PutUvarint(b[:], n)
-}
-
-// headerBlockLen is the length appendHeaderBlock gives h.
-func headerBlockLen(h nats.Header) int {
-	if len(h) == 0 {
-		return 0
-	}
-	n := len("NATS/1.0\r\n") + len("\r\n")
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(": ") + len(v) + len("\r\n")
-		}
-	}
-	return n
-}
-
-// appendHeaderBlock appends h as a NATS header block ("NATS/1.0\r\n", a line per value, a blank
-// line), nothing when h is empty. Names and values were checked by checkHeader.
-func appendHeaderBlock(dst []byte, h nats.Header) []byte {
-	if len(h) == 0 {
-		return dst
-	}
-	dst = append(dst, "NATS/1.0\r\n"...)
-	for k, vs := range h {
-		for _, v := range vs {
-			dst = append(dst, k...)
-			dst = append(dst, ": "...)
-			dst = append(dst, v...)
-			dst = append(dst, "\r\n"...)
-		}
-	}
-	return append(dst, "\r\n"...)
-}
-
-// checkHeader refuses headers that a header block cannot carry as they are: nats.go would
-// rewrite them on the wire (a line break in a value becomes a space), and a pack would be
-// malformed. It also refuses the protocol's own headers, which the publisher sets.
-func checkHeader(h nats.Header) error {
-	for k, vs := range h {
-		if k == "" || strings.ContainsAny(k, ":\r\n \t") {
-			return fmt.Errorf("publisher: header name %q: empty, or with ':', a space or a line break", k)
-		}
-		if k == HeaderSeq || k == HeaderPack {
-			return fmt.Errorf("publisher: header %s is the publisher's own", k)
-		}
-		for _, v := range vs {
-			if strings.ContainsAny(v, "\r\n") {
-				return fmt.Errorf("publisher: header %s: a value with a line break", k)
-			}
-		}
-	}
-	return nil
-}
-
 // queueLocked sends f, a new message: into its subject's open pack, or alone. p.mu must be held.
 func (p *Publisher) queueLocked(f *Future, now instant) {
 	if p.opts.MaxPack <= 1 {
@@ -126,8 +57,7 @@ func (p *Publisher) queueLocked(f *Future, now instant) {
 		// packLoop's timer fires, which on a busy machine is often a millisecond or more late.
 		p.flushPacksLocked(now)
 	}
-	hdr := headerBlockLen(f.header)
-	size := uvarintLen(uint64(hdr)) + hdr + uvarintLen(uint64(len(f.data))) + len(f.data)
+	size := wire.PackEntryLen(f.header, f.data)
 	pk := p.packs[f.subject]
 	switch {
 	case size > p.opts.MaxPackBytes:
@@ -237,15 +167,12 @@ func (p *Publisher) sendPackLocked(pk *pack, now instant) {
 	}
 	body := p.packBody[:0]
 	for _, f := range pk.futs {
-		body = binary.AppendUvarint(body, uint64(headerBlockLen(f.header)))
-		body = appendHeaderBlock(body, f.header)
-		body = binary.AppendUvarint(body, uint64(len(f.data)))
-		body = append(body, f.data...)
+		body = wire.AppendPackEntry(body, f.header, f.data)
 	}
 	p.packBody = body
 	h := p.header
 	clear(h)
-	p.hdrBuf = appendSeqHeader(p.hdrBuf[:0], p.stream, pk.futs[0].seq, p.floor, false)
+	p.hdrBuf = wire.AppendSeqHeader(p.hdrBuf[:0], p.stream, pk.futs[0].seq, p.floor, false)
 	p.seqValue[0] = string(p.hdrBuf)
 	h[HeaderSeq] = p.seqValue[:]
 	p.packCount[0] = strconv.Itoa(len(pk.futs))

@@ -11,15 +11,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // MaxWindow bounds Options.Window: the publisher keeps a ring of Window pointers, and the engine
 // tracks far fewer sequences ahead of a stream's cumulative ack (65,536 by default).
 const MaxWindow = 1 << 24
-
-// MaxSeq is the last sequence of a stream (the engine takes 1 to 2^63-1). A publisher that has
-// numbered it refuses every further Publish with ErrStreamExhausted.
-const MaxSeq = 1<<63 - 1
 
 // Defaults of Options.
 const (
@@ -154,7 +152,7 @@ type Publisher struct {
 	lingerFrom instant
 	packCount  [1]string // the Rs-Pack value of the pack being sent
 	packBody   []byte    // the body of the pack being sent, reused
-	ack        wireAck
+	ack        wire.BatchAck
 	answered   []*Future // resolved by the current call, for OnResult outside the lock
 }
 
@@ -166,7 +164,7 @@ func New(nc *nats.Conn, opts Options) (*Publisher, error) {
 		_, _ = rand.Read(b[:])
 		opts.StreamID = base64.RawURLEncoding.EncodeToString(b[:])
 	}
-	if !validStreamID(opts.StreamID) {
+	if !wire.ValidStreamID(opts.StreamID) {
 		return nil, fmt.Errorf("publisher: stream id %q: want 1 to %d bytes of [A-Za-z0-9_-]", opts.StreamID, MaxStreamID)
 	}
 	if opts.AckSubject == "" {
@@ -253,8 +251,8 @@ func (p *Publisher) PublishMsg(ctx context.Context, m *nats.Msg) (*Future, error
 	if p.nc.IsClosed() {
 		return nil, nats.ErrConnectionClosed
 	}
-	if err := checkHeader(m.Header); err != nil {
-		return nil, err
+	if err := wire.CheckHeader(m.Header); err != nil {
+		return nil, fmt.Errorf("publisher: %w", err)
 	}
 	p.mu.Lock()
 	for p.next-1-p.floor+uint64(p.unsent) >= p.window {
@@ -321,7 +319,7 @@ func (p *Publisher) sendLocked(f *Future, resend bool, now instant) {
 	for k, v := range f.header {
 		h[k] = v
 	}
-	p.hdrBuf = appendSeqHeader(p.hdrBuf[:0], p.stream, f.seq, p.floor, resend)
+	p.hdrBuf = wire.AppendSeqHeader(p.hdrBuf[:0], p.stream, f.seq, p.floor, resend)
 	p.seqValue[0] = string(p.hdrBuf)
 	h[HeaderSeq] = p.seqValue[:]
 	p.msg = nats.Msg{Subject: f.subject, Reply: p.ackSubject, Header: h, Data: f.data}
@@ -423,121 +421,6 @@ func (p *Publisher) takeAnswered() []*Future {
 	a := p.answered
 	p.answered = nil
 	return a
-}
-
-// onAck handles one ack (nats.go's goroutine of the ack subscription).
-func (p *Publisher) onAck(m *nats.Msg) {
-	p.mu.Lock()
-	err := parseAck(m.Data, &p.ack)
-	if err != nil {
-		if errors.Is(err, errPlainReply) {
-			p.breakLocked(fmt.Errorf("publisher: %w", err))
-		}
-		// Anything else on the inbox is not ours to act on.
-	} else if p.ack.Stream == p.stream {
-		p.stats.AckMessages++
-		p.applyLocked(&p.ack, p.now())
-	}
-	answered := p.takeAnswered()
-	p.mu.Unlock()
-	p.callbacks(answered)
-}
-
-// applyLocked applies an ack: positions, refusals, missing sequences, the cumulative ack and a
-// stream error. p.mu must be held.
-func (p *Publisher) applyLocked(a *wireAck, now instant) {
-	// Copies stored first, then duplicates: a message and a copy of it answered in one ack (a
-	// resend that overtook its original) is acked as stored, not as a duplicate.
-	for _, dup := range [2]bool{false, true} {
-		for i := range a.Stored {
-			if r := &a.Stored[i]; r.Dup == dup {
-				p.ackRunLocked(r, now)
-			}
-		}
-	}
-	for i := range a.Refused {
-		r := &a.Refused[i]
-		for k := uint64(0); k < r.Count && r.Seq+k < p.next; k++ {
-			f := p.pendingLocked(r.Seq + k)
-			if f == nil {
-				continue
-			}
-			refusal := &RefusedError{Code: r.Code, Description: r.Description}
-			if refusal.retriable() && f.sends <= p.opts.MaxRetries {
-				f.lastErr, f.retryAt = refusal, now.after(p.opts.RetryDelay)
-				select { // the timer loop looks more often while a retry waits
-				case p.retry <- struct{}{}:
-				default:
-				}
-				continue
-			}
-			p.failLocked(f, refusal)
-		}
-	}
-	for _, r := range a.Missing {
-		for seq := max(r[0], p.floor+1); seq <= r[1] && seq < p.next; seq++ {
-			if f := p.pendingLocked(seq); f != nil {
-				p.resendLocked(f, &p.stats.ResentMissing, now)
-			}
-		}
-	}
-	// The cumulative ack: whatever it covers was stored, and its position was in this ack or an
-	// earlier one. A future it covers that is still open lost its position with a lost ack:
-	// resent, it is answered with its position as a duplicate.
-	for seq := p.floor + 1; seq <= a.Through && seq < p.next; seq++ {
-		if f := p.pendingLocked(seq); f != nil && f.retryAt == 0 {
-			p.resendLocked(f, &p.stats.ResentLost, now)
-		}
-	}
-	if a.Error != nil {
-		// The engine dropped the stream's state (evicted from its full stream table). Nothing
-		// is lost: it sent what it had first, later outcomes still come by position, and the
-		// state is rebuilt from our floor. Only a gap it was deciding on goes unreported: the
-		// timeout covers it. Resending everything in flight instead would make streams that
-		// take turns in a full table evict each other for ever.
-		p.stats.Evictions++
-	}
-	p.advanceLocked()
-}
-
-// ackRunLocked acks the open futures of a run of stored messages. p.mu must be held. Only the
-// run's sequences in (floor, next) are visited: an ack's count and step come from the network,
-// and seq+k*step past 2^64 would wrap back into the window.
-func (p *Publisher) ackRunLocked(r *wireStored, now instant) {
-	step := max(r.Step, 1)
-	if r.Count == 0 || r.Seq >= p.next {
-		return
-	}
-	k := uint64(0)
-	if r.Seq <= p.floor {
-		k = (p.floor-r.Seq)/step + 1 // the first k with r.Seq+k*step > floor
-	}
-	n := min(r.Count, (p.next-1-r.Seq)/step+1) // the run's sequences below next
-	for ; k < n; k++ {
-		seq := r.Seq + k*step
-		if f := p.pendingLocked(seq); f != nil {
-			p.ackLocked(f, Ack{Seq: seq, Topic: r.Topic, QueueID: r.QueueID,
-				QueueOffset: r.QueueOffset + int64(k), Duplicate: r.Dup}, now)
-		}
-	}
-}
-
-// breakLocked fails every open future and every later Publish with err: the engine does not
-// answer this stream with batched acks. p.mu must be held.
-func (p *Publisher) breakLocked(err error) {
-	if p.fatal != nil {
-		return
-	}
-	p.fatal = err
-	p.failUnsentLocked(err)
-	for seq := p.floor + 1; seq < p.next; seq++ {
-		if f := p.pendingLocked(seq); f != nil {
-			p.failLocked(f, err)
-		}
-	}
-	p.advanceLocked()
-	close(p.moved) // wake Publish waiters: they return the error
-	p.moved = make(chan struct{})
 }
 
 // Flush waits until every message published before the call is answered. It returns nil when

@@ -12,16 +12,17 @@ import (
 
 	"github.com/rocketstore/engine/engine"
 	"github.com/rocketstore/engine/engine/publisher"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/wire"
 )
 
-// TestProtocolConstants holds the two sides of the protocol together.
+// TestProtocolConstants: the publisher's names are the protocol's (internal/wire), which the
+// engine speaks too.
 func TestProtocolConstants(t *testing.T) {
-	if publisher.HeaderSeq != ingress.HeaderSeq || publisher.MaxStreamID != ingress.MaxStreamID ||
-		publisher.HeaderPack != ingress.HeaderPack || publisher.DefaultMaxPack > ingress.MaxPackEntries {
+	if publisher.HeaderSeq != wire.HeaderSeq || publisher.MaxStreamID != wire.MaxStreamID ||
+		publisher.HeaderPack != wire.HeaderPack || publisher.DefaultMaxPack > wire.MaxPackEntries {
 		t.Fatalf("publisher %q/%d/%q/%d, engine %q/%d/%q/%d", publisher.HeaderSeq, publisher.MaxStreamID,
-			publisher.HeaderPack, publisher.DefaultMaxPack, ingress.HeaderSeq, ingress.MaxStreamID,
-			ingress.HeaderPack, ingress.MaxPackEntries)
+			publisher.HeaderPack, publisher.DefaultMaxPack, wire.HeaderSeq, wire.MaxStreamID,
+			wire.HeaderPack, wire.MaxPackEntries)
 	}
 }
 
@@ -45,7 +46,7 @@ func TestPublishSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ingress.ParseReply(reply.Data); err != nil {
+	if _, err := wire.ParseReply(reply.Data); err != nil {
 		t.Fatalf("plain request: %v", err)
 	}
 

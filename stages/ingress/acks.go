@@ -8,46 +8,37 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
-// ackBatch is every batch's Done: the ack stage calls it once the batch's records have reached
-// the promised durability (or failed). It publishes one reply per record that has a reply
-// subject: an Ack, or an error with the code of ReplyCode(Record.Err). It does not wait for the
-// server: nats.go's Publish buffers, and writes to the socket itself only when its buffer is
-// full. Safe to call from any goroutine.
-func (in *Ingress) ackBatch(b *stages.Batch) {
+// done is every batch's Done, for core NATS messages: the ack stage calls it once the batch's
+// records have reached the promised durability (or failed). It publishes one reply per record
+// that has a reply subject: an Ack, or an error with the code of ReplyCode(Record.Err), and hands
+// the batch to the tracker when it holds batched records. It does not wait for the server:
+// nats.go's Publish buffers, and writes to the socket itself only when its buffer is full. Safe
+// to call from any goroutine.
+func (c *coreSource) done(b *stages.Batch) {
+	in := c.in
 	bufp := in.replyBufs.Get().(*[]byte)
 	buf := *bufp
 	tracked := false
-	var repl map[*replPartition][]replDone // replicated records done, by partition (replicated.go)
 	for i := range b.Records {
 		r := &b.Records[i]
 		switch c := r.Ctx.(type) {
-		case *seqMeta:
-			// A batched-ack stream's: the tracker answers it (tracker.go).
+		case *batched.Meta:
+			// A batched-ack stream's: the tracker answers it (package batched).
 			tracked = true
-			if r.Err != nil && !c.rejected && r.Err != errHeldAtAbort && !isStoredBefore(r.Err) {
+			if r.Err != nil && !c.Rejected && r.Err != errHeldAtAbort && !batched.IsStoredBefore(r.Err) {
 				in.counters.failed[codeIndex(ReplyCode(r.Err))].Add(1)
 			}
 			continue
-		case *markerMeta:
+		case *batched.Marker:
 			tracked = true
 			continue
 		case fence:
 			close(c) // every record the worker took before the fence is past the ack stage
-			continue
-		case *replMeta:
-			replDoneOf(&repl, r, c)
-			continue
-		}
-		if m := jsMsg(r.Ctx); m != nil {
-			if r.Err == nil {
-				in.counters.acks.Add(1)
-			} else {
-				in.counters.failed[codeIndex(ReplyCode(r.Err))].Add(1)
-			}
-			in.settleJetStream(m, r.Err)
 			continue
 		}
 		if r.Err != nil {
@@ -57,7 +48,7 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 				continue
 			}
 			in.counters.failed[codeIndex(code)].Add(1)
-			if ok, held := in.failLog.allow(time.Now()); ok {
+			if ok, held := in.failLog.Allow(time.Now()); ok {
 				in.log.Warn().Err(r.Err).Int("code", code).Str("topic", r.Topic).Int64("more", held).
 					Msg("ingress: the store did not take a message")
 			}
@@ -72,11 +63,8 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 	}
 	*bufp = buf[:0]
 	in.replyBufs.Put(bufp)
-	for rp, ds := range repl {
-		rp.doneMany(ds)
-	}
 	if tracked {
-		in.tracker.offer(b) // the tracker recycles it
+		in.tracker.Offer(b) // the tracker recycles it
 	} else {
 		in.recycle(b)
 	}
@@ -86,7 +74,7 @@ func (in *Ingress) ackBatch(b *stages.Batch) {
 // straight into the JSON so that no string is made for it.
 func appendRecordAck(dst []byte, r *stages.Record, storeHost netip.AddrPort) []byte {
 	var id [commitlog.OffsetMsgIDLenV6]byte
-	a := Ack{
+	a := wire.Ack{
 		Topic:           r.Topic,
 		QueueID:         r.QueueID,
 		QueueOffset:     r.QueueOffset,
@@ -94,17 +82,13 @@ func appendRecordAck(dst []byte, r *stages.Record, storeHost netip.AddrPort) []b
 		StoreTimestamp:  r.StoreTimestamp,
 		Duplicate:       r.Duplicate,
 	}
-	return appendAck(dst, &a, commitlog.AppendOffsetMsgID(id[:0], storeHost, r.PhysOffset))
+	return wire.AppendAckID(dst, &a, commitlog.AppendOffsetMsgID(id[:0], storeHost, r.PhysOffset))
 }
 
-// reject answers a message ingress refused and counts it; it never reaches Out.
+// reject answers a message ingress refused, as its source does, and counts it; it never
+// reaches Out.
 func (in *Ingress) reject(m *nats.Msg, err error) {
-	code := in.noteReject(m.Subject, err)
-	if in.js != nil {
-		in.settleJetStream(m, err)
-		return
-	}
-	in.replyError(m.Reply, code, err.Error())
+	in.src.refuse(m, in.noteReject(m.Subject, err), err)
 }
 
 // noteReject counts and logs a message ingress refused, and returns its code: one debug line
@@ -114,11 +98,11 @@ func (in *Ingress) noteReject(subject string, err error) int {
 	code := ReplyCode(err)
 	in.counters.rejected[codeIndex(code)].Add(1)
 	if ev := in.log.Debug(); ev != nil {
-		ev.Str("error", clip(err.Error(), maxDescription)).Int("code", code).Str("subject", clip(subject, 256)).
+		ev.Str("error", clip(err.Error(), wire.MaxDescription)).Int("code", code).Str("subject", clip(subject, 256)).
 			Msg("ingress: message rejected")
 	}
-	if ok, held := in.rejectLog.allow(time.Now()); ok {
-		in.log.Warn().Str("error", clip(err.Error(), maxDescription)).Int("code", code).
+	if ok, held := in.rejectLog.Allow(time.Now()); ok {
+		in.log.Warn().Str("error", clip(err.Error(), wire.MaxDescription)).Int("code", code).
 			Str("subject", clip(subject, 256)).Int64("more", held).
 			Msg("ingress: message rejected")
 	}
@@ -134,24 +118,17 @@ func clip(s string, n int) string {
 	return s
 }
 
-// maxDescription bounds the description of an error reply: errors quote the offending input,
-// which can be a header value as large as a payload, and a reply larger than the server's max
-// payload could not be sent at all.
-const maxDescription = 1024
-
 // replyError publishes an error reply, if there is a reply subject and replies are on.
 func (in *Ingress) replyError(reply string, code int, description string) {
-	// From a JetStream source the reply subject is the stream's ack subject: a message left
-	// unanswered there is delivered again, which is what a message we did not store needs.
-	if reply == "" || in.cfg.NoReply || in.js != nil {
+	if reply == "" || in.cfg.NoReply {
 		return
 	}
-	if len(description) > maxDescription {
+	if len(description) > wire.MaxDescription {
 		// A rune cut in two is written as U+FFFD by the JSON encoder.
-		description = description[:maxDescription] + "..."
+		description = description[:wire.MaxDescription] + "..."
 	}
 	bufp := in.replyBufs.Get().(*[]byte)
-	buf := AppendErrorReply((*bufp)[:0], code, description)
+	buf := wire.AppendErrorReply((*bufp)[:0], code, description)
 	in.publishReply(reply, buf, &in.counters.errReplies)
 	*bufp = buf[:0]
 	in.replyBufs.Put(bufp)
@@ -161,7 +138,7 @@ func (in *Ingress) replyError(reply string, code int, description string) {
 func (in *Ingress) publishReply(reply string, data []byte, sent *atomic.Int64) {
 	if err := in.cfg.Conn.Publish(reply, data); err != nil {
 		in.counters.replyFailures.Add(1)
-		if ok, held := in.replyLog.allow(time.Now()); ok {
+		if ok, held := in.replyLog.Allow(time.Now()); ok {
 			in.log.Warn().Err(err).Int64("more", held).Msg("ingress: a reply could not be published")
 		}
 		return

@@ -11,136 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
-
-func TestParseSeqHeader(t *testing.T) {
-	good := []struct {
-		in   string
-		want seqHeader
-	}{
-		{"abc 1 0", seqHeader{stream: "abc", seq: 1}},
-		{"A-z_9 42 41 r", seqHeader{stream: "A-z_9", seq: 42, acked: 41, resend: true}},
-		{strings.Repeat("s", 64) + " 9223372036854775807 5", seqHeader{stream: strings.Repeat("s", 64), seq: 1<<63 - 1, acked: 5}},
-	}
-	for _, c := range good {
-		got, err := parseSeqHeader([]string{c.in})
-		if err != nil || got != c.want {
-			t.Errorf("%q: %+v, %v; want %+v", c.in, got, err, c.want)
-		}
-	}
-	for _, bad := range []string{
-		"", "abc", "abc 1", "abc 0 0", "abc 1 1", "abc 2 3", "abc 1 0 x", "abc 1 0 r r", "a.b 1 0",
-		strings.Repeat("s", 65) + " 1 0", "abc +1 0", "abc 1 -0", "abc 9223372036854775808 0", "abc  1 0",
-	} {
-		if _, err := parseSeqHeader([]string{bad}); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	if _, err := parseSeqHeader([]string{"a 1 0", "a 2 0"}); err == nil {
-		t.Error("two values accepted")
-	}
-}
-
-func TestSeqSet(t *testing.T) {
-	s := seqSet{base: 0, max: 256}
-	for _, q := range []uint64{1, 2, 3, 5, 64, 65, 130} {
-		if !s.add(q) {
-			t.Fatalf("add %d", q)
-		}
-	}
-	if s.add(257) {
-		t.Fatal("added beyond max")
-	}
-	for _, c := range []struct{ from, unset, set uint64 }{
-		{1, 4, 1}, {4, 4, 5}, {5, 6, 5}, {6, 6, 64}, {64, 66, 64}, {66, 66, 130}, {131, 131, 257},
-	} {
-		if u := s.firstUnset(c.from); u != c.unset {
-			t.Errorf("firstUnset(%d) = %d, want %d", c.from, u, c.unset)
-		}
-		if v := s.firstSet(c.from); v != c.set {
-			t.Errorf("firstSet(%d) = %d, want %d", c.from, v, c.set)
-		}
-	}
-	s.forget(100) // base 64: 1..64 present, 65 kept
-	if s.base != 64 || !s.has(65) || s.has(66) || !s.has(130) || !s.has(3) {
-		t.Fatalf("after forget: base %d, words %b", s.base, s.words)
-	}
-	if !s.add(64+256) || s.add(64+257) {
-		t.Fatal("the reach moved with the base")
-	}
-	s.forget(1000)
-	if s.base != 960 || len(s.words) != 0 || s.firstUnset(961) != 961 {
-		t.Fatalf("after forgetting everything: base %d, words %v", s.base, s.words)
-	}
-}
-
-// TestStreamState walks a stream through out-of-order outcomes, a refusal, gaps decided as
-// missing, and the publisher's floor.
-func TestStreamState(t *testing.T) {
-	s := newStream("s", "ack", 0, 1<<10)
-	store := func(seqs ...uint64) {
-		for _, q := range seqs {
-			s.stored(q, "t", int32(q%2), int64(q/2), false)
-		}
-		s.advance()
-	}
-	store(2, 4, 3)
-	if s.through != 0 || !s.undecided() || s.maxSeen != 4 {
-		t.Fatalf("through %d, max %d, undecided %v", s.through, s.maxSeen, s.undecided())
-	}
-	store(1)
-	if s.through != 4 || s.undecided() {
-		t.Fatalf("through %d after 1..4", s.through)
-	}
-	// Runs: queue 0 got 2 and 4 at offsets 1, 2 (step 2); queue 1 got 3, 1 at 1, 0 (not a run).
-	want := []storedRun{
-		{topic: "t", queueID: 0, queueOffset: 1, seq: 2, step: 2, count: 2},
-		{topic: "t", queueID: 1, queueOffset: 1, seq: 3, step: 1, count: 1},
-		{topic: "t", queueID: 1, queueOffset: 0, seq: 1, step: 1, count: 1},
-	}
-	if !slices.Equal(s.runs, want) {
-		t.Fatalf("runs %+v\nwant %+v", s.runs, want)
-	}
-	s.sent()
-
-	// 5 refused, 6 stored, 8 stored: through stops at 4 (5 refused, 7 unseen).
-	s.refuse(5, CodeTooLarge, "big")
-	store(6, 8)
-	if s.through != 4 || !s.undecided() {
-		t.Fatalf("through %d, undecided %v", s.through, s.undecided())
-	}
-	// Markers came back for everything up to 8: 7 is missing, reported once.
-	s.decided, s.decidedNew = 8, true
-	if got := s.missing(nil, 10); !slices.Equal(got, [][2]uint64{{7, 7}}) {
-		t.Fatalf("missing %v", got)
-	}
-	if got := s.missing(nil, 10); len(got) != 0 {
-		t.Fatalf("reported again: %v", got)
-	}
-	// 7 comes (a resend): through still stops below 5, the refused one.
-	store(7)
-	if s.through != 4 {
-		t.Fatalf("through %d", s.through)
-	}
-	// The publisher got the refusal: its floor passes 5.
-	s.applyFloor(5)
-	s.advance()
-	if s.through != 8 || len(s.refused) != 0 {
-		t.Fatalf("through %d, refused %v", s.through, s.refused)
-	}
-	// A resend of 5 that is stored after all: answered, through unchanged.
-	s.sent()
-	store(5)
-	if s.through != 8 || len(s.runs) != 1 || s.runs[0].seq != 5 {
-		t.Fatalf("through %d, runs %+v", s.through, s.runs)
-	}
-	// Far ahead of MaxAhead: answered by position, not tracked.
-	s.sent()
-	store(8 + 5000)
-	if s.through != 8 || s.maxSeen != 8 || len(s.runs) != 1 {
-		t.Fatalf("through %d, max %d, runs %+v", s.through, s.maxSeen, s.runs)
-	}
-}
 
 // batchedHarness is a harness with batched acks on, a fake clock and a hand-driven expiry tick.
 type batchedHarness struct {
@@ -152,12 +25,12 @@ type batchedHarness struct {
 	inbox string
 }
 
-func newBatchedHarness(t *testing.T, bc BatchedConfig) *batchedHarness {
+func newBatchedHarness(t *testing.T, bc batched.Config) *batchedHarness {
 	return newBatchedHarnessWith(t, bc, nil)
 }
 
 // newBatchedHarnessWith is newBatchedHarness with more of the ingress configuration set by cfg.
-func newBatchedHarnessWith(t *testing.T, bc BatchedConfig, cfg func(*Config)) *batchedHarness {
+func newBatchedHarnessWith(t *testing.T, bc batched.Config, cfg func(*Config)) *batchedHarness {
 	b := &batchedHarness{now: time.Unix(1_700_000_000, 0), tick: make(chan time.Time)}
 	bc.Clock = b.clock
 	bc.ExpireTick = b.tick
@@ -203,7 +76,7 @@ func (b *batchedHarness) send(stream string, seq, acked uint64, subject string, 
 	for k, v := range hdr {
 		m.Header[k] = v
 	}
-	m.Header.Set(HeaderSeq, fmt.Sprintf("%s %d %d", stream, seq, acked))
+	m.Header.Set(wire.HeaderSeq, fmt.Sprintf("%s %d %d", stream, seq, acked))
 	m.Reply = b.inbox + "." + stream
 	m.Data = fmt.Appendf(nil, "%s-%d", stream, seq)
 	if err := b.pub.PublishMsg(m); err != nil {
@@ -212,13 +85,13 @@ func (b *batchedHarness) send(stream string, seq, acked uint64, subject string, 
 }
 
 // next waits for the next ack.
-func (b *batchedHarness) next() BatchAck {
+func (b *batchedHarness) next() wire.BatchAck {
 	b.t.Helper()
 	m, err := b.acks.NextMsg(waitTimeout)
 	if err != nil {
 		b.t.Fatalf("waiting for an ack: %v", err)
 	}
-	a, err := ParseBatchAck(m.Data)
+	a, err := wire.ParseBatchAck(m.Data)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -226,7 +99,7 @@ func (b *batchedHarness) next() BatchAck {
 }
 
 // until collects acks of stream until one has through >= want, merging what they say.
-func (b *batchedHarness) until(stream string, want uint64) (merged BatchAck) {
+func (b *batchedHarness) until(stream string, want uint64) (merged wire.BatchAck) {
 	b.t.Helper()
 	for merged.Through < want {
 		a := b.next()
@@ -241,7 +114,7 @@ func (b *batchedHarness) until(stream string, want uint64) (merged BatchAck) {
 	return merged
 }
 
-func storedSeqs(a BatchAck) []uint64 {
+func storedSeqs(a wire.BatchAck) []uint64 {
 	var out []uint64
 	for _, r := range a.Stored {
 		for k := range r.Count {
@@ -257,7 +130,7 @@ func storedSeqs(a BatchAck) []uint64 {
 // cumulative ack until the floor passes it; a sequence never sent is reported missing once the
 // markers are back, and acked once it comes.
 func TestBatchedAckRefusalAndMissing(t *testing.T) {
-	b := newBatchedHarness(t, BatchedConfig{})
+	b := newBatchedHarness(t, batched.Config{})
 	for seq := uint64(1); seq <= 3; seq++ {
 		b.send("A", seq, 0, "orders.a", nil)
 	}
@@ -280,7 +153,7 @@ func TestBatchedAckRefusalAndMissing(t *testing.T) {
 			if !ok || rec.meta.QueueID != r.QueueID || rec.meta.QueueOffset != r.QueueOffset+int64(k) || rec.meta.Topic != r.Topic {
 				t.Fatalf("seq %d: ack %+v, stored %+v", seq, r, rec.meta)
 			}
-			if _, ok := commitlog.Properties(rec.rec.Properties).Get(HeaderSeq); ok {
+			if _, ok := commitlog.Properties(rec.rec.Properties).Get(wire.HeaderSeq); ok {
 				t.Fatal("the Rs-Seq header was stored")
 			}
 		}
@@ -290,7 +163,7 @@ func TestBatchedAckRefusalAndMissing(t *testing.T) {
 	b.send("A", 4, 3, "orders.a", nats.Header{"X-Bad": {"a\x01b"}})
 	b.send("A", 6, 3, "orders.a", nil)
 	b.send("A", 7, 3, "orders.a", nil)
-	var refused []RefusedRun
+	var refused []wire.RefusedRun
 	var missing [][2]uint64
 	var seen []uint64
 	for len(missing) == 0 {
@@ -302,7 +175,7 @@ func TestBatchedAckRefusalAndMissing(t *testing.T) {
 		missing = append(missing, a.Missing...)
 		seen = append(seen, storedSeqs(a)...)
 	}
-	if len(refused) != 1 || refused[0].Seq != 4 || refused[0].Count != 1 || refused[0].Code != CodeInvalid {
+	if len(refused) != 1 || refused[0].Seq != 4 || refused[0].Count != 1 || refused[0].Code != wire.CodeInvalid {
 		t.Fatalf("refused %+v", refused)
 	}
 	if !slices.Equal(missing, [][2]uint64{{5, 5}}) {
@@ -317,7 +190,7 @@ func TestBatchedAckRefusalAndMissing(t *testing.T) {
 		t.Fatalf("stored %v, ack %+v", seen, a)
 	}
 	st := b.in.Stats()
-	if st.Batched.Missing != 1 || st.Batched.Refused != 1 || st.Batched.Streams != 1 || st.Rejected[CodeInvalid] != 1 {
+	if st.Batched.Missing != 1 || st.Batched.Refused != 1 || st.Batched.Streams != 1 || st.Rejected[wire.CodeInvalid] != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -325,7 +198,7 @@ func TestBatchedAckRefusalAndMissing(t *testing.T) {
 // TestBatchedIdleExpiry: streams with nothing for StreamIdle expire on the expiry tick (a fake
 // clock); one that comes back is rebuilt from its floor.
 func TestBatchedIdleExpiry(t *testing.T) {
-	b := newBatchedHarness(t, BatchedConfig{StreamIdle: time.Minute})
+	b := newBatchedHarness(t, batched.Config{StreamIdle: time.Minute})
 	for _, s := range []string{"A", "B"} {
 		b.send(s, 1, 0, "idle."+s, nil)
 		b.until(s, 1)
@@ -353,9 +226,9 @@ func TestBatchedIdleExpiry(t *testing.T) {
 // TestBatchedHeaderErrors: a malformed header is refused with a plain error reply (400) and
 // nothing is stored.
 func TestBatchedHeaderErrors(t *testing.T) {
-	b := newBatchedHarness(t, BatchedConfig{})
+	b := newBatchedHarness(t, batched.Config{})
 	m := nats.NewMsg("orders.bad")
-	m.Header.Set(HeaderSeq, "stream.with.dots 1 0")
+	m.Header.Set(wire.HeaderSeq, "stream.with.dots 1 0")
 	if _, err := b.request(m); err == nil || !strings.Contains(err.Error(), "(400)") {
 		t.Fatalf("reply %v", err)
 	}
@@ -368,7 +241,7 @@ func TestBatchedHeaderErrors(t *testing.T) {
 func TestBatchedOff(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	m := nats.NewMsg("orders.off")
-	m.Header.Set(HeaderSeq, "s 1 0")
+	m.Header.Set(wire.HeaderSeq, "s 1 0")
 	if _, err := h.request(m); err == nil || !strings.Contains(err.Error(), "batched acks") {
 		t.Fatalf("reply %v", err)
 	}

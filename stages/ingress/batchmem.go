@@ -4,17 +4,18 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
 // batchMem is the memory a worker builds a batch in: the Batch, its records, the metas of its
 // batched records and its arena list. It is reused once the batch is done with (by the tracker,
-// or by ackBatch for a batch the tracker does not take): a batch of 256 records is about 70 KiB,
+// or by the source's done for a batch the tracker does not take): a batch of 256 records is about 70 KiB,
 // and allocated afresh per batch, with the collections it caused, it cost a tenth of the engine
 // at a million messages a second.
 type batchMem struct {
 	batch  stages.Batch
 	recs   []stages.Record
-	metas  []seqMeta
+	metas  []batched.Meta
 	arenas []*stages.Arena
 }
 
@@ -46,7 +47,7 @@ func (in *Ingress) batchMem(n int) *batchMem {
 		m.recs = make([]stages.Record, 0, n+1)
 	}
 	if cap(m.metas) < n {
-		m.metas = make([]seqMeta, 0, n)
+		m.metas = make([]batched.Meta, 0, n)
 	}
 	return m
 }
@@ -89,10 +90,10 @@ func (in *Ingress) packEntries() []nats.Msg {
 // packDone says that n more entries of pk are done with (encoded, or never to be): when none is
 // left, the entries' memory is reused for another pack. A pack's entries were 110 bytes of
 // garbage per message.
-func (in *Ingress) packDone(pk *packInfo, n int) {
-	if pk.pending.Add(-int64(n)) == 0 {
-		in.recycleEntries(pk.entries)
-		pk.entries = nil
+func (in *Ingress) packDone(pk *batched.Pack, n int) {
+	if pk.Done(n) {
+		in.recycleEntries(pk.Entries)
+		pk.Entries = nil
 	}
 }
 

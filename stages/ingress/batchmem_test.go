@@ -5,7 +5,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
 // TestBatchMemReuse: a batch's memory comes back cleared (it keeps nothing of the batch alive) and
@@ -16,8 +18,8 @@ func TestBatchMemReuse(t *testing.T) {
 	if cap(m.recs) < 5 || cap(m.metas) < 4 {
 		t.Fatalf("capacities %d, %d for 4 records", cap(m.recs), cap(m.metas))
 	}
-	m.recs = append(m.recs, stages.Record{Topic: "t", Ctx: &seqMeta{}})
-	m.metas = append(m.metas, seqMeta{ackTo: "inbox"})
+	m.recs = append(m.recs, stages.Record{Topic: "t", Ctx: &batched.Meta{}})
+	m.metas = append(m.metas, batched.Meta{AckTo: "inbox"})
 	m.arenas = append(m.arenas, &stages.Arena{})
 	m.batch = stages.Batch{Records: m.recs, Owner: m}
 	in.recycle(&m.batch)
@@ -25,7 +27,7 @@ func TestBatchMemReuse(t *testing.T) {
 		t.Fatal("the recycled memory was not reused")
 	}
 	if len(m.recs) != 0 || m.recs[:1][0].Topic != "" || m.recs[:1][0].Ctx != nil ||
-		m.metas[:1][0].ackTo != "" || m.arenas[:1][0] != nil || m.batch.Records != nil {
+		m.metas[:1][0].AckTo != "" || m.arenas[:1][0] != nil || m.batch.Records != nil {
 		t.Fatalf("recycled memory still holds the batch: %+v %+v", m.recs[:1], m.metas[:1])
 	}
 	in.recycle(&stages.Batch{Records: []stages.Record{{Topic: "x"}}}) // not a worker's: ignored
@@ -45,19 +47,18 @@ func TestBatchMemReuse(t *testing.T) {
 // not before; and slices too large to keep are left to the collector.
 func TestPackEntriesReuse(t *testing.T) {
 	in := &Ingress{freeEntries: make(chan []nats.Msg, 2)}
-	entries, err := splitPack(in.packEntries(), appendPack(nil, packEntry{data: "a"},
+	entries, err := wire.SplitPack(in.packEntries(), appendPack(nil, packEntry{data: "a"},
 		packEntry{hdr: "NATS/1.0\r\nK: v\r\n\r\n", data: "b"}, packEntry{data: "c"}), 3, "s", "r")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk := &packInfo{entries: entries}
-	pk.pending.Store(3)
+	pk := batched.NewPack(wire.SeqHeader{}, nil, entries)
 	in.packDone(pk, 2) // one run of two entries
-	if len(in.freeEntries) != 0 || pk.entries == nil {
+	if len(in.freeEntries) != 0 || pk.Entries == nil {
 		t.Fatal("the entries were released while a run of the pack was still out")
 	}
 	in.packDone(pk, 1)
-	if len(in.freeEntries) != 1 || pk.entries != nil {
+	if len(in.freeEntries) != 1 || pk.Entries != nil {
 		t.Fatal("the entries were not released when the last run was done")
 	}
 	again := in.packEntries()
@@ -68,7 +69,7 @@ func TestPackEntriesReuse(t *testing.T) {
 		t.Fatalf("reused entries still hold messages: %+v", e)
 	}
 	// Reused memory splits like new memory: the entry without headers has none.
-	reused, err := splitPack(again, appendPack(nil, packEntry{data: "x"}, packEntry{data: "y"}), 2, "s", "r")
+	reused, err := wire.SplitPack(again, appendPack(nil, packEntry{data: "x"}, packEntry{data: "y"}), 2, "s", "r")
 	if err != nil || reused[1].Header != nil || string(reused[1].Data) != "y" {
 		t.Fatalf("split into reused memory: %+v, %v", reused, err)
 	}

@@ -40,8 +40,8 @@ func BenchmarkEncode(b *testing.B) {
 			in := benchIngress(b)
 			w := in.workers[0]
 			m := &nats.Msg{Subject: "orders.eu.paid", Header: bc.hdr, Data: bytes.Repeat([]byte("x"), bc.body)}
-			rt := in.router.route(m.Subject)
-			j := job{msg: m, route: rt, queue: in.router.queue(m, rt)}
+			rt := in.router.Route(m.Subject)
+			j := job{msg: m, route: rt, queue: in.router.Queue(m, rt)}
 			b.SetBytes(int64(bc.body))
 			b.ReportAllocs()
 			for b.Loop() {
@@ -63,8 +63,8 @@ func BenchmarkCallback(b *testing.B) {
 		if in.cfg.excluded(m.Subject) {
 			b.Fatal("excluded")
 		}
-		rt := in.router.route(m.Subject)
-		_ = rt.worker(in.router.queue(m, rt), 4)
+		rt := in.router.Route(m.Subject)
+		_ = rt.Worker(in.router.Queue(m, rt), 4)
 	}
 }
 

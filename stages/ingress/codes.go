@@ -6,18 +6,15 @@ import (
 	"syscall"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Errors ingress returns for a message it refuses, always wrapped with the detail.
 var (
-	// ErrInvalidSubject: the subject cannot become a topic (empty, or its topic is too long), or
-	// it cannot be stored as the NATS_SUBJECT property.
-	ErrInvalidSubject = errors.New("ingress: invalid subject")
 	// ErrInvalidHeader: a header cannot become a property without loss; see the package doc.
 	ErrInvalidHeader = errors.New("ingress: invalid header")
-	// ErrNotMappedTopic: TopicToSubject was given a topic the mapping never produces.
-	ErrNotMappedTopic = errors.New("ingress: topic is not a mapped subject")
 	// ErrUnavailable: the store is not taking writes (not ready, closed, refusing writes). Stages
 	// that refuse a record may wrap it, or give their error a ReplyCode method (see ReplyCode).
 	ErrUnavailable = errors.New("ingress: store unavailable")
@@ -25,17 +22,8 @@ var (
 	ErrStopped = errors.New("ingress: stopped before the message was stored")
 )
 
-// Reply codes, HTTP-like, in error replies.
-const (
-	CodeInvalid     = 400 // invalid input: topic, subject, header, property
-	CodeTooLarge    = 413 // body (or the whole record) over the size limit
-	CodeInternal    = 500 // anything else
-	CodeUnavailable = 503 // store closed, not ready, writes refused, ingress stopped
-	CodeDiskFull    = 507 // the disk is full (ENOSPC)
-)
-
 // codes lists the reply codes in the order of Stats' per-code arrays.
-var codes = [...]int{CodeInvalid, CodeTooLarge, CodeInternal, CodeUnavailable, CodeDiskFull}
+var codes = [...]int{wire.CodeInvalid, wire.CodeTooLarge, wire.CodeInternal, wire.CodeUnavailable, wire.CodeDiskFull}
 
 // codeIndex is the index of code in codes.
 func codeIndex(code int) int {
@@ -44,7 +32,7 @@ func codeIndex(code int) int {
 			return i
 		}
 	}
-	return 2 // CodeInternal
+	return 2 // wire.CodeInternal
 }
 
 // ReplyCoder lets an error from any stage choose its reply code without that stage importing
@@ -58,7 +46,7 @@ type ReplyCoder interface {
 // ReplyCode maps an error to the code of its error reply. It is the one place this mapping lives:
 //
 //   - an error in the chain with a ReplyCode() int method: that code
-//   - 400: ErrInvalidSubject, ErrInvalidHeader, commitlog.ErrInvalidTopic, ErrInvalidProperty,
+//   - 400: route.ErrInvalidSubject, ErrInvalidHeader, commitlog.ErrInvalidTopic, ErrInvalidProperty,
 //     ErrPropertiesTooLarge (the headers are what is too large: invalid input, not a big body)
 //   - 413: commitlog.ErrBodyTooLarge, ErrRecordTooLarge, ErrTooLarge (bigger than a segment)
 //   - 507: syscall.ENOSPC anywhere in the chain (checked before 503: a full disk says more)
@@ -66,24 +54,24 @@ type ReplyCoder interface {
 //   - 500: anything else, and nil (a reply for "no error" is a bug)
 func ReplyCode(err error) int {
 	if err == nil {
-		return CodeInternal
+		return wire.CodeInternal
 	}
 	if rc, ok := errors.AsType[ReplyCoder](err); ok {
 		return rc.ReplyCode()
 	}
 	switch {
-	case errors.Is(err, ErrInvalidSubject), errors.Is(err, ErrInvalidHeader),
+	case errors.Is(err, route.ErrInvalidSubject), errors.Is(err, ErrInvalidHeader),
 		errors.Is(err, commitlog.ErrInvalidTopic), errors.Is(err, commitlog.ErrInvalidProperty),
 		errors.Is(err, commitlog.ErrPropertiesTooLarge):
-		return CodeInvalid
+		return wire.CodeInvalid
 	case errors.Is(err, commitlog.ErrBodyTooLarge), errors.Is(err, commitlog.ErrRecordTooLarge),
 		errors.Is(err, commitlog.ErrTooLarge):
-		return CodeTooLarge
+		return wire.CodeTooLarge
 	case errors.Is(err, syscall.ENOSPC):
-		return CodeDiskFull
+		return wire.CodeDiskFull
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrStopped), errors.Is(err, stages.ErrClosed),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return CodeUnavailable
+		return wire.CodeUnavailable
 	}
-	return CodeInternal
+	return wire.CodeInternal
 }

@@ -15,6 +15,10 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
+	"github.com/rocketstore/engine/stages/ingress/jspull"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Defaults for the zero values of Config.
@@ -53,7 +57,7 @@ type Config struct {
 	// "$" (system and JetStream API subjects) are always excluded, whatever Exclude says.
 	Exclude func(subject string) bool
 
-	// TopicTokens selects the token rule (see Mapping); 0 is the default rule.
+	// TopicTokens selects the token rule (see route.Mapping); 0 is the default rule.
 	TopicTokens int
 	// QueuesPerTopic is how many queues each topic has; default 4.
 	QueuesPerTopic int
@@ -108,26 +112,26 @@ type Config struct {
 	// Clock stamps the born timestamps and the generated UNIQ_KEYs; default time.Now.
 	Clock func() time.Time
 	// JetStream, when set, pulls from a JetStream stream instead of subscribing to Subjects:
-	// a lossless bridge (see JetStreamSource).
-	JetStream *JetStreamSource
-	// Batched, when set, turns batched acks on (batched.go, docs/BATCHED-ACKS.md): messages
+	// a lossless bridge (see jspull.Config).
+	JetStream *jspull.Config
+	// Batched, when set, turns batched acks on (package batched, docs/BATCHED-ACKS.md): messages
 	// with the Rs-Seq header get one cumulative ack per stream per round instead of a reply each.
 	// Without it such messages are refused (ErrBatchedOff). Not with JetStream (the header is
 	// then an ordinary property) nor with QueueGroup (a stream split between engines could not
 	// be tracked).
-	Batched *BatchedConfig
+	Batched *batched.Config
 	// Restarted, when set, carries the dedupe window of publisher message ids across the
 	// engine's restart (RestartDedupe).
 	Restarted *RestartDedupe
-	// Partitions, when set, turns on partitioned ingest (partition.go, docs/SCALE-OUT.md): the
+	// Partitions, when set, turns on partitioned ingest (route.Partitions, docs/SCALE-OUT.md): the
 	// subscriptions are the owned partitions' ("<Prefix>.<p>.>"; Subjects must be empty), a
 	// message's queue is its partition, every topic has Partitions.Count queues
 	// (QueuesPerTopic must be 0 or that), and the stored NATS_SUBJECT is the subject the publisher
 	// used (the part after "<Prefix>.<p>."). Not with JetStream or QueueGroup.
-	Partitions *Partitions
-	// Replicated, with Partitions, turns on replicated mode (replicated.go): each owned
+	Partitions *route.Partitions
+	// Replicated, with Partitions, turns on replicated mode (package replicated): each owned
 	// partition is consumed from its replicated JetStream stream instead of subscribed to.
-	Replicated *ReplicatedSource
+	Replicated *replicated.Config
 }
 
 // withDefaults checks c and fills in the defaults.
@@ -139,7 +143,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("ingress: Config.Out is nil")
 	}
 	if c.JetStream != nil {
-		js, err := c.JetStream.withDefaults()
+		js, err := c.JetStream.WithDefaults()
 		if err != nil {
 			return c, err
 		}
@@ -155,7 +159,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("ingress: Config.TopicTokens is %d, must be 0 or more", c.TopicTokens)
 	}
 	if c.Partitions != nil {
-		parts, err := c.Partitions.withDefaults()
+		parts, err := c.Partitions.Check()
 		if err != nil {
 			return c, err
 		}
@@ -175,7 +179,7 @@ func (c Config) withDefaults() (Config, error) {
 		if c.Partitions == nil {
 			return c, errors.New("ingress: replicated mode consumes partitions: it needs Partitions")
 		}
-		r, err := c.Replicated.withDefaults()
+		r, err := c.Replicated.WithDefaults()
 		if err != nil {
 			return c, err
 		}
@@ -184,10 +188,10 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.Subjects) == 0 && c.Partitions == nil {
 		c.Subjects = []string{">"} // partitioned ingest may own nothing yet (Dynamic)
 	}
-	if err := checkSubscriptions(c.Subjects); err != nil {
+	if err := route.CheckSubscriptions(c.Subjects); err != nil {
 		return c, err
 	}
-	if strings.IndexFunc(c.QueueGroup, func(r rune) bool { return r < utf8.RuneSelf && subjectSpace(byte(r)) }) >= 0 {
+	if strings.IndexFunc(c.QueueGroup, func(r rune) bool { return r < utf8.RuneSelf && route.SubjectSpace(byte(r)) }) >= 0 {
 		return c, fmt.Errorf("ingress: queue group %q has whitespace, which NATS refuses", c.QueueGroup)
 	}
 	if c.QueuesPerTopic <= 0 {
@@ -240,12 +244,4 @@ func (c Config) withDefaults() (Config, error) {
 		c.Clock = time.Now
 	}
 	return c, nil
-}
-
-// excluded reports whether subject is never stored.
-func (c *Config) excluded(subject string) bool {
-	if strings.HasPrefix(subject, "_INBOX.") || strings.HasPrefix(subject, "$") {
-		return true
-	}
-	return c.Exclude != nil && c.Exclude(subject)
 }

@@ -13,38 +13,12 @@
 //	  v  *stages.Batch on Config.Out (bounded, made by the engine)
 //	appender -> ... -> ack stage calls Batch.Done -> we publish the replies
 //
-// # Subject -> topic
+// # Routing
 //
-// RocketMQ topics allow only [%|a-zA-Z0-9_-], at most 127 bytes, and become directory names. The
-// default rule maps every byte of the subject: [a-zA-Z0-9-] stays, '.' becomes '_', and every other
-// byte becomes '%' and two uppercase hex digits, so '_' is "%5F" and '%' is "%25". Decoding is
-// therefore unambiguous ('_' only ever stands for '.', '%' only ever starts an escape) and the
-// rule is injective: two subjects never share a topic. TopicToSubject is the inverse; it accepts
-// only canonical topics, so the two functions are a bijection between subjects and the topics
-// this package makes. A side effect worth knowing: a mapped topic never contains a literal '_'
-// and never starts with %RETRY% or %DLQ%, so it cannot collide with RocketMQ's system topics
-// (SCHEDULE_TOPIC_XXXX, RMQ_SYS_*, retry and dead-letter topics). A subject whose topic would
-// be longer than 127 bytes is rejected (400): use a shorter subject or the token rule. So is a
-// subject that is not a literal NATS subject (an empty token, a '*' or '>' token, whitespace),
-// which a server without pedantic checks may still deliver. Bytes that are path separators
-// elsewhere ('/', '\', NUL) are ordinary subject bytes: escaped like any other, so no topic, and
-// no queue directory, can name anything outside its parent.
-//
-// The token rule (Config.TopicTokens = N > 0) makes the first N tokens of the subject the topic,
-// mapped as above, and the remaining tokens, joined by '.', the TAGS property (unless the tags
-// header is present, which wins). A subject with N tokens or fewer is all topic and has no TAGS.
-// N = 0 is the default rule. The mapping of each subject is cached in a bounded cache
-// (Config.SubjectCache entries, evictions counted in Stats) because it is on the hot path and
-// subjects can be unbounded in number.
-//
-// # Queue id
-//
-// When the queue key header (Config.QueueKeyHeader, by default the keys header "Rmq-Keys") is
-// present, the queue is chosen from its first key (the first space-separated token of its first
-// value) as RocketMQ's SelectMessageQueueByHash does: Java String.hashCode(key) % QueuesPerTopic,
-// negated when negative. A RocketMQ producer that sends the same key with that selector therefore
-// picks the same queue. Without the header, queues are taken round-robin per topic so that a topic
-// spreads evenly.
+// Where a message goes is package route's: its subject's topic (the default rule, or the token
+// rule with Config.TopicTokens, whose remaining tokens become TAGS), its queue (by the queue key
+// header's hash, as RocketMQ's SelectMessageQueueByHash, else round-robin per topic; under
+// partitioned ingest its partition), and its worker. Routes are cached (Config.SubjectCache).
 //
 // Ordering: within a queue, the messages of one publisher keep their publish order, provided they
 // arrive through one subscription (nats.go delivers a subscription's messages in order on one
@@ -83,21 +57,23 @@
 // # Replies
 //
 // A message with a reply subject gets one reply (unless Config.NoReply): after the store took it,
-// an Ack as JSON (see Ack and ParseReply), or an error as {"error":{"code":N,"description":"..."}}
+// an Ack as JSON (wire.Ack, wire.ParseReply), or an error as {"error":{"code":N,"description":"..."}}
 // with the codes of ReplyCode. Fire-and-forget publishers get nothing; core NATS is at-most-once
 // before the message reaches us.
 //
 // # Batched acks
 //
-// A message with the Rs-Seq header belongs to a publisher's stream (batched.go, and
-// docs/BATCHED-ACKS.md for the protocol): it gets no reply of its own. Its reply subject is the
-// stream's ack subject, where the tracker (tracker.go, fed by Done without ever blocking the ack
-// stage) sends one cumulative ack per stream per round: every sequence up to N stored, the
-// positions of what was stored since the last ack, refusals, and sequences that never arrived
-// (decided exactly, with markers the workers pass through the pipeline). Per stream, the first
-// copy of a sequence goes on and later copies are dropped (received.go); a resend is first
-// looked up in the store (Config.Batched.Lookup). The engine package's publisher sub-package is
-// the client.
+// A message with the Rs-Seq header belongs to a publisher's stream (docs/BATCHED-ACKS.md): it
+// gets no reply of its own, its stream gets cumulative acks from the tracker instead (package
+// batched, fed by Done without ever blocking the ack stage). Packs are split in the callback
+// (packs.go). engine/publisher is the client.
+//
+// # Sources
+//
+// Where messages come from is a Source (source.go): core NATS subscriptions (the default, all
+// of the above), a JetStream stream (Config.JetStream, package jspull) or the replicated
+// partitions' streams (Config.Replicated, package replicated), whose messages are acked to their
+// streams instead of replied to.
 //
 // # Back-pressure and drops
 //

@@ -1,9 +1,6 @@
 package ingress
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // dropReporter logs nats.go's drops at most once per LogInterval, with the count since the last
 // line. It is woken by slow-consumer events and, while drops continue, by its own timer: nats.go
@@ -64,25 +61,4 @@ func (d *dropReporter) stopTimer() {
 	if d.timer != nil {
 		d.timer.Stop()
 	}
-}
-
-// logLimiter lets one log line of a kind through per interval and counts what it held back, so
-// that a flood of rejects or failures is reported, never silently, and never as a line per message.
-type logLimiter struct {
-	interval time.Duration
-	mu       sync.Mutex
-	last     time.Time
-	held     int64
-}
-
-// allow reports whether to log now and, if so, how many earlier events were held back.
-func (l *logLimiter) allow(now time.Time) (ok bool, held int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.last.IsZero() && now.Sub(l.last) < l.interval {
-		l.held++
-		return false, 0
-	}
-	l.last, held, l.held = now, l.held, 0
-	return true, held
 }

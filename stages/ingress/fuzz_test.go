@@ -11,7 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // convert runs the conversion a worker applies to one message, without NATS: route (subject ->
@@ -20,9 +23,9 @@ import (
 // worker would send to Out, or the error it would reply with; the record is zero on error.
 func (w *worker) convert(m *nats.Msg, born int64) (stages.Record, error) {
 	in := w.in
-	rt := in.router.route(m.Subject)
-	j := job{msg: m, route: rt, queue: in.router.queue(m, rt)}
-	if vals := batchedHeader(m); vals != nil && in.js == nil {
+	rt := in.router.Route(m.Subject)
+	j := job{msg: m, route: rt, queue: in.router.Queue(m, rt)}
+	if vals := batched.Header(m); vals != nil {
 		sh, err := parseSeqHeader(vals)
 		if err == nil && in.tracker == nil {
 			err = ErrBatchedOff
@@ -40,15 +43,15 @@ const fuzzMaxBody = 512
 
 // newConverter builds an Ingress that is never run (no connection is used: convert publishes
 // nothing) and returns its one worker.
-func newConverter(t testing.TB, tokens int, batched bool) *worker {
+func newConverter(t testing.TB, tokens int, withBatched bool) *worker {
 	t.Helper()
 	cfg := Config{
 		Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Workers: 1, TopicTokens: tokens,
 		StoreHost: testStoreHost, BornHost: testBornHost,
 		Encode: &commitlog.EncodeOptions{PropCRC: true, MaxBodySize: fuzzMaxBody},
 	}
-	if batched {
-		cfg.Batched = &BatchedConfig{}
+	if withBatched {
+		cfg.Batched = &batched.Config{}
 	}
 	in, err := New(cfg)
 	if err != nil {
@@ -82,8 +85,8 @@ func wantProperties(m *nats.Msg, tokenTags string, batched bool) (want map[strin
 	case len(ids) > 0:
 		want[commitlog.PropUniqKey] = ids[0]
 	case batched:
-		sh, _ := parseSeqHeader(h[HeaderSeq])
-		want[commitlog.PropUniqKey] = derivedMsgID(sh.stream, sh.seq)
+		sh, _ := parseSeqHeader(h[wire.HeaderSeq])
+		want[commitlog.PropUniqKey] = wire.DerivedMsgID(sh.Stream, sh.Seq)
 	default:
 		generatedID = true
 	}
@@ -99,7 +102,7 @@ func wantProperties(m *nats.Msg, tokenTags string, batched bool) (want map[strin
 		switch {
 		case name == nats.MsgIdHdr, name == DefaultKeysHeader, name == DefaultTagsHeader:
 			continue
-		case batched && name == HeaderSeq:
+		case batched && name == wire.HeaderSeq:
 			continue
 		}
 		for i, v := range vals {
@@ -175,7 +178,7 @@ func FuzzIngressConvert(f *testing.F) {
 			if rec.Bytes != nil || rec.Topic != "" || rec.MsgID != "" {
 				t.Fatalf("an error (%v) with a record: %+v", err, rec)
 			}
-			if code := ReplyCode(err); code != CodeInvalid && code != CodeTooLarge {
+			if code := ReplyCode(err); code != wire.CodeInvalid && code != wire.CodeTooLarge {
 				t.Fatalf("error %v maps to %d, want 400 or 413", err, code)
 			}
 			if err.Error() == "" {
@@ -183,7 +186,7 @@ func FuzzIngressConvert(f *testing.F) {
 			}
 			return
 		}
-		checkConverted(t, rec, m, tokens, batchedOn && m.Header[HeaderSeq] != nil)
+		checkConverted(t, rec, m, tokens, batchedOn && m.Header[wire.HeaderSeq] != nil)
 	})
 }
 
@@ -222,12 +225,12 @@ func checkConverted(t *testing.T, rec stages.Record, m *nats.Msg, tokens int, ba
 	}
 	head, tokenTags := m.Subject, ""
 	if tokens > 0 {
-		head, tokenTags = splitTokens(m.Subject, tokens)
+		head, tokenTags = splitTokensOracle(m.Subject, tokens)
 	}
-	if back, err := TopicToSubject(topic); err != nil || back != head {
+	if back, err := route.TopicToSubject(topic); err != nil || back != head {
 		t.Fatalf("topic %q maps back to %q (%v), want %q", topic, back, err, head)
 	}
-	if e := checkPublishedSubject(m.Subject); e != nil {
+	if e := route.CheckPublishedSubject(m.Subject); e != nil {
 		t.Fatalf("subject %q stored though %v", m.Subject, e)
 	}
 
@@ -294,38 +297,38 @@ func TestConvertErrorsAreClear(t *testing.T) {
 		code             int
 		says             string
 	}{
-		{"..", "", nil, CodeInvalid, "empty token"},
-		{"a..b", "", nil, CodeInvalid, "empty token"},
-		{".a", "", nil, CodeInvalid, "empty token"},
-		{"a.", "", nil, CodeInvalid, "empty token"},
-		{"a.*", "", nil, CodeInvalid, "wildcard"},
-		{">", "", nil, CodeInvalid, "wildcard"},
-		{"a b", "", nil, CodeInvalid, "whitespace"},
-		{"a.\xff", "", nil, CodeInvalid, "UTF-8"},
-		{"a\x01b", "", nil, CodeInvalid, "separator"},
-		{strings.Repeat("a", 128), "", nil, CodeInvalid, "longer than RocketMQ's limit"},
-		{strings.Repeat("/", 43), "", nil, CodeInvalid, "longer than RocketMQ's limit"},
-		{"big", "", make([]byte, fuzzMaxBody+1), CodeTooLarge, "body too large"},
-		{"props", "Big:" + strings.Repeat("v", 33000), nil, CodeInvalid, "properties"},
-		{"props", strings.TrimSuffix(strings.Repeat("Many:"+strings.Repeat("v", 100)+"\n", 400), "\n"), nil, CodeInvalid, "properties"},
-		{"hdr", "X\x01:v", nil, CodeInvalid, "separator"},
-		{"hdr", "X:a\x02b", nil, CodeInvalid, "separator"},
-		{"hdr", "X\xfe:v", nil, CodeInvalid, "UTF-8"},
-		{"hdr", "X:\xc3(", nil, CodeInvalid, "UTF-8"},
-		{"hdr", "X", nil, CodeInvalid, "empty"},
-		{"hdr", "DELAY:3", nil, CodeInvalid, "reserves"},
-		{"hdr", "NATS_SUBJECT:x", nil, CodeInvalid, "reserves"},
-		{"hdr", "__CRC32#:x", nil, CodeInvalid, "reserves"},
-		{"hdr", "__RMQ.TRANSIENT.X:1", nil, CodeInvalid, "reserves"},
-		{"hdr", "Trace#2:x", nil, CodeInvalid, "'#' and digits"},
-		{"hdr", "Nats-Msg-Id:a\nNats-Msg-Id:b", nil, CodeInvalid, "one id"},
-		{"hdr", "Rmq-Tags:a\nRmq-Tags:b", nil, CodeInvalid, "TAGS holds one"},
-		{"seq", "Rs-Seq:garbage", nil, CodeInvalid, "Rs-Seq"},
-		{"seq", "Rs-Seq:s1 0 0", nil, CodeInvalid, "sequence"},
-		{"seq", "Rs-Seq:s1 5 5", nil, CodeInvalid, "acked floor"},
-		{"seq", "Rs-Seq:../x 2 1", nil, CodeInvalid, "stream id"},
-		{"seq", "Rs-Seq:s1 2 1 x", nil, CodeInvalid, "fourth field"},
-		{"seq", "Rs-Seq:s1 99999999999999999999 1", nil, CodeInvalid, "sequence"},
+		{"..", "", nil, wire.CodeInvalid, "empty token"},
+		{"a..b", "", nil, wire.CodeInvalid, "empty token"},
+		{".a", "", nil, wire.CodeInvalid, "empty token"},
+		{"a.", "", nil, wire.CodeInvalid, "empty token"},
+		{"a.*", "", nil, wire.CodeInvalid, "wildcard"},
+		{">", "", nil, wire.CodeInvalid, "wildcard"},
+		{"a b", "", nil, wire.CodeInvalid, "whitespace"},
+		{"a.\xff", "", nil, wire.CodeInvalid, "UTF-8"},
+		{"a\x01b", "", nil, wire.CodeInvalid, "separator"},
+		{strings.Repeat("a", 128), "", nil, wire.CodeInvalid, "longer than RocketMQ's limit"},
+		{strings.Repeat("/", 43), "", nil, wire.CodeInvalid, "longer than RocketMQ's limit"},
+		{"big", "", make([]byte, fuzzMaxBody+1), wire.CodeTooLarge, "body too large"},
+		{"props", "Big:" + strings.Repeat("v", 33000), nil, wire.CodeInvalid, "properties"},
+		{"props", strings.TrimSuffix(strings.Repeat("Many:"+strings.Repeat("v", 100)+"\n", 400), "\n"), nil, wire.CodeInvalid, "properties"},
+		{"hdr", "X\x01:v", nil, wire.CodeInvalid, "separator"},
+		{"hdr", "X:a\x02b", nil, wire.CodeInvalid, "separator"},
+		{"hdr", "X\xfe:v", nil, wire.CodeInvalid, "UTF-8"},
+		{"hdr", "X:\xc3(", nil, wire.CodeInvalid, "UTF-8"},
+		{"hdr", "X", nil, wire.CodeInvalid, "empty"},
+		{"hdr", "DELAY:3", nil, wire.CodeInvalid, "reserves"},
+		{"hdr", "NATS_SUBJECT:x", nil, wire.CodeInvalid, "reserves"},
+		{"hdr", "__CRC32#:x", nil, wire.CodeInvalid, "reserves"},
+		{"hdr", "__RMQ.TRANSIENT.X:1", nil, wire.CodeInvalid, "reserves"},
+		{"hdr", "Trace#2:x", nil, wire.CodeInvalid, "'#' and digits"},
+		{"hdr", "Nats-Msg-Id:a\nNats-Msg-Id:b", nil, wire.CodeInvalid, "one id"},
+		{"hdr", "Rmq-Tags:a\nRmq-Tags:b", nil, wire.CodeInvalid, "TAGS holds one"},
+		{"seq", "Rs-Seq:garbage", nil, wire.CodeInvalid, "Rs-Seq"},
+		{"seq", "Rs-Seq:s1 0 0", nil, wire.CodeInvalid, "sequence"},
+		{"seq", "Rs-Seq:s1 5 5", nil, wire.CodeInvalid, "acked floor"},
+		{"seq", "Rs-Seq:../x 2 1", nil, wire.CodeInvalid, "stream id"},
+		{"seq", "Rs-Seq:s1 2 1 x", nil, wire.CodeInvalid, "fourth field"},
+		{"seq", "Rs-Seq:s1 99999999999999999999 1", nil, wire.CodeInvalid, "sequence"},
 	} {
 		m := &nats.Msg{Subject: tc.subject, Header: parseFuzzHeaders(tc.headers), Data: tc.body}
 		rec, err := w.convert(m, 1)
@@ -344,7 +347,17 @@ func TestConvertErrorsAreClear(t *testing.T) {
 			t.Fatalf("%q -> topic %q", subject, rec.Topic)
 		}
 	}
-	if _, err := w.convert(&nats.Msg{Subject: "ok"}, 1); errors.Is(err, ErrInvalidSubject) {
+	if _, err := w.convert(&nats.Msg{Subject: "ok"}, 1); errors.Is(err, route.ErrInvalidSubject) {
 		t.Fatal(err)
 	}
+}
+
+// splitTokensOracle cuts subject after its n-th token, as the token rule does (route.Mapping),
+// written independently of it: head holds the first n tokens, tail the rest.
+func splitTokensOracle(subject string, n int) (head, tail string) {
+	toks := strings.SplitN(subject, ".", n+1)
+	if len(toks) <= n {
+		return subject, ""
+	}
+	return strings.Join(toks[:n], "."), toks[n]
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Moving a partition between engines (docs/SCALE-OUT.md, "Moving a partition"). The engine that
@@ -16,14 +18,15 @@ import (
 // reaches the new owner.
 
 // fence is a worker job that is closed once every message the worker took before it has been
-// appended and acked (ackBatch closes it).
+// appended and acked (the core source's done closes it).
 type fence chan struct{}
 
 // errFence is a fence record's error: never replied, never counted.
 var errFence = errors.New("ingress: fence")
 
-// errReplicatedMove: in replicated mode a partition's engines share its consumer; the pin moves.
-var errReplicatedMove = errors.New("ingress: replicated mode: a partition moves with its consumer's pin, not by handoff")
+// ErrNotOwned: a message for a partition this engine does not own (503: the owner may come back,
+// or the partition may move here; the publisher retries).
+var ErrNotOwned = fmt.Errorf("%w: partition not owned by this engine", ErrUnavailable)
 
 // ErrNotPartitioned: AddPartition or RemovePartition without partitioned ingest.
 var ErrNotPartitioned = errors.New("ingress: not partitioned (Config.Partitions)")
@@ -36,30 +39,32 @@ func (in *Ingress) notOwned(part int, subject string) error {
 }
 
 // AddPartition starts taking partition part: it becomes owned, and its subscription is made and
-// confirmed by the server. Taking a partition already owned does nothing.
+// confirmed by the server. Taking a partition already owned does nothing. Only core NATS
+// subscriptions move partitions so (a replicated partition moves with its consumer's pin).
 func (in *Ingress) AddPartition(ctx context.Context, part int) error {
-	p := in.cfg.Partitions
-	if p == nil {
+	if in.cfg.Partitions == nil {
 		return ErrNotPartitioned
 	}
-	if in.cfg.Replicated != nil {
-		return errReplicatedMove
-	}
+	return in.src.addPartition(ctx, part)
+}
+
+func (c *coreSource) addPartition(ctx context.Context, part int) error {
+	in, p := c.in, c.in.cfg.Partitions
 	if part < 0 || part >= p.Count {
 		return fmt.Errorf("ingress: partition %d: want 0 to %d", part, p.Count-1)
 	}
 	in.partMu.Lock()
 	defer in.partMu.Unlock()
-	if p.owns(part) {
+	if p.Owns(part) {
 		return nil
 	}
-	p.owned[part].Store(true)
-	s, err := in.subscribeOne(PartitionSubject(p.Prefix, part) + ".>")
+	p.SetOwned(part, true)
+	s, err := in.subscribeOne(route.PartitionSubject(p.Prefix, part) + ".>")
 	if err == nil {
 		err = in.confirm(ctx)
 	}
 	if err != nil {
-		p.owned[part].Store(false)
+		p.SetOwned(part, false)
 		if s != nil {
 			in.dropSubscription(s)
 		}
@@ -75,19 +80,20 @@ func (in *Ingress) AddPartition(ctx context.Context, part int) error {
 // level of its batch (written, in async mode: the caller waits for durability if it needs it).
 // Giving up a partition not owned does nothing.
 func (in *Ingress) RemovePartition(ctx context.Context, part int) error {
-	p := in.cfg.Partitions
-	if p == nil {
+	if in.cfg.Partitions == nil {
 		return ErrNotPartitioned
 	}
-	if in.cfg.Replicated != nil {
-		return errReplicatedMove
-	}
+	return in.src.removePartition(ctx, part)
+}
+
+func (c *coreSource) removePartition(ctx context.Context, part int) error {
+	in, p := c.in, c.in.cfg.Partitions
 	in.partMu.Lock()
 	defer in.partMu.Unlock()
-	if part < 0 || part >= p.Count || !p.owns(part) {
+	if part < 0 || part >= p.Count || !p.Owns(part) {
 		return nil
 	}
-	subject := PartitionSubject(p.Prefix, part) + ".>"
+	subject := route.PartitionSubject(p.Prefix, part) + ".>"
 	var s *subscription
 	for _, c := range in.subscriptions() {
 		if c.sub.Subject == subject {
@@ -105,7 +111,7 @@ func (in *Ingress) RemovePartition(ctx context.Context, part int) error {
 		}
 		in.dropSubscription(s)
 	}
-	p.owned[part].Store(false)
+	p.SetOwned(part, false)
 	return in.fenceWorkers(ctx)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -276,13 +277,13 @@ func (h *harness) stop() error {
 }
 
 // request sends m and parses the reply.
-func (h *harness) request(m *nats.Msg) (Ack, error) {
+func (h *harness) request(m *nats.Msg) (wire.Ack, error) {
 	h.t.Helper()
 	resp, err := h.pub.RequestMsg(m, waitTimeout)
 	if err != nil {
 		h.t.Fatalf("request on %q: %v", m.Subject, err)
 	}
-	return ParseReply(resp.Data)
+	return wire.ParseReply(resp.Data)
 }
 
 // checkNoLeaks fails if a goroutine other than the caller's still runs code of this package. It

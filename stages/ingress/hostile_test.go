@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -52,25 +53,6 @@ func TestConfigSubjectErrors(t *testing.T) {
 	}
 }
 
-func TestSubjectsOverlap(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want bool
-	}{
-		{">", "a", true}, {">", "a.b.c", true}, {"a.>", "a", false}, {"a.>", "a.b", true},
-		{"a.*", "a", false}, {"a.*", "a.b", true}, {"a.*", "a.b.c", false}, {"*.b", "a.*", true},
-		{"a.b", "a.c", false}, {"a.b", "a.b", true}, {"a.b", "a.b.c", false}, {"*", "*.a", false},
-		{"a.*.>", "a.b", false}, {"a.*.>", "a.b.c", true},
-	} {
-		if got := subjectsOverlap(tc.a, tc.b); got != tc.want {
-			t.Errorf("overlap(%q, %q) = %v", tc.a, tc.b, got)
-		}
-		if got := subjectsOverlap(tc.b, tc.a); got != tc.want {
-			t.Errorf("overlap(%q, %q) = %v", tc.b, tc.a, got)
-		}
-	}
-}
-
 // TestEveryRejectLogsAtDebug: at debug level each refused message gets a debug line of its
 // own (the warning stays rate-limited to one per LogInterval); without debug, no debug lines.
 func TestEveryRejectLogsAtDebug(t *testing.T) {
@@ -102,7 +84,7 @@ func TestEveryRejectLogsAtDebug(t *testing.T) {
 				warnLines++
 			}
 		}
-		if s := h.in.Stats(); s.Rejected[CodeInvalid] != n || s.ErrorReplies != n {
+		if s := h.in.Stats(); s.Rejected[wire.CodeInvalid] != n || s.ErrorReplies != n {
 			t.Fatalf("stats %+v", s)
 		}
 		if debug && debugLines != n || !debug && debugLines != 0 || warnLines != 1 {

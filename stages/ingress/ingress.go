@@ -16,6 +16,10 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
+	"github.com/rocketstore/engine/stages/ingress/internal/bounded"
+	"github.com/rocketstore/engine/stages/ingress/replicated"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // subscribeTimeout bounds how long Run waits for the server to confirm the subscriptions.
@@ -30,14 +34,18 @@ const subscribeTimeout = 10 * time.Second
 type Ingress struct {
 	cfg     Config
 	log     zerolog.Logger
-	router  *router
+	router  *route.Router
 	workers []*worker
-	done    func(*stages.Batch) // in.ackBatch, bound once: every batch carries it without a new closure
+	// src is where the messages come from (source.go); done is src.done, bound once: every
+	// batch carries it without a new closure; durable is src.durable().
+	src     Source
+	done    func(*stages.Batch)
+	durable bool
 
 	counters  counters
-	rejectLog logLimiter
-	failLog   logLimiter
-	replyLog  logLimiter
+	rejectLog bounded.LogLimiter
+	failLog   bounded.LogLimiter
+	replyLog  bounded.LogLimiter
 	replyBufs sync.Pool // *[]byte for reply JSON
 
 	started  atomic.Bool
@@ -59,12 +67,13 @@ type Ingress struct {
 	subsMu   sync.Mutex
 	subs     []*subscription // guarded by subsMu; partitions add and remove theirs (handoff.go)
 	partMu   sync.Mutex      // serializes AddPartition and RemovePartition
-	repl     *replicated     // replicated mode (replicated.go), nil otherwise
 	drops    dropReporter    // owned by Run's goroutine
-	js       *jetStream      // the JetStream source, when Config.JetStream is set
-	// tracker answers batched-ack streams (tracker.go), when Config.Batched is set. It outlives
+	// repl is the replicated source once it started (replsource.go), for its status; nil
+	// otherwise.
+	repl atomic.Pointer[replicated.Source]
+	// tracker answers batched-ack streams (package batched), when Config.Batched is set. It outlives
 	// Run (RunAcks), because the ack stage calls Done after Run has returned.
-	tracker     *tracker
+	tracker     *batched.Tracker
 	acksStarted atomic.Bool
 	// restart counts the lookups of Config.Restarted (restartdedupe.go).
 	restart restartLookups
@@ -83,10 +92,10 @@ func New(cfg Config) (*Ingress, error) {
 	in := &Ingress{
 		cfg:       cfg,
 		log:       cfg.Logger.With().Str("stage", "ingress").Logger(),
-		router:    newRouter(Mapping{TopicTokens: cfg.TopicTokens}, cfg.QueuesPerTopic, cfg.QueueKeyHeader, cfg.SubjectCache, cfg.Partitions),
-		rejectLog: logLimiter{interval: cfg.LogInterval},
-		failLog:   logLimiter{interval: cfg.LogInterval},
-		replyLog:  logLimiter{interval: cfg.LogInterval},
+		router:    route.NewRouter(route.Mapping{TopicTokens: cfg.TopicTokens}, cfg.QueuesPerTopic, cfg.QueueKeyHeader, cfg.SubjectCache, cfg.Partitions),
+		rejectLog: bounded.LogLimiter{Interval: cfg.LogInterval},
+		failLog:   bounded.LogLimiter{Interval: cfg.LogInterval},
+		replyLog:  bounded.LogLimiter{Interval: cfg.LogInterval},
 		replyBufs: sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }},
 		stop:      make(chan struct{}),
 		ready:     make(chan struct{}),
@@ -98,7 +107,8 @@ func New(cfg Config) (*Ingress, error) {
 		freeEntries: make(chan []nats.Msg, maxFreeEntries),
 	}
 	in.drops.in = in
-	in.done = in.ackBatch
+	in.src = newSource(in)
+	in.done, in.durable = in.src.done, in.src.durable()
 	// The broker's own address, pid and a random salt, as a RocketMQ broker generates ids for
 	// messages that come without one.
 	gen := commitlog.NewUniqKeyGen(cfg.StoreHost.Addr(), os.Getpid(), rand.Int32(), cfg.Clock)
@@ -111,7 +121,7 @@ func New(cfg Config) (*Ingress, error) {
 		})
 	}
 	if cfg.Batched != nil {
-		in.tracker = newTracker(in, cfg.Batched.withDefaults(cfg.Conn.MaxPayload()))
+		in.tracker = batched.NewTracker(cfg.Batched.WithDefaults(cfg.Conn.MaxPayload()), trackerHost{in}, cfg.Conn, in.log, &in.failLog, &in.replyLog)
 	}
 	return in, nil
 }
@@ -122,7 +132,7 @@ func (in *Ingress) Subjects() []string {
 	if p := in.cfg.Partitions; p != nil {
 		var out []string
 		for _, o := range p.OwnedNow() {
-			out = append(out, PartitionSubject(p.Prefix, o)+".>")
+			out = append(out, route.PartitionSubject(p.Prefix, o)+".>")
 		}
 		return out
 	}
@@ -131,7 +141,7 @@ func (in *Ingress) Subjects() []string {
 
 // Partitions is the partitioned-ingest configuration (nil when not partitioned); its OwnedNow
 // follows the handoffs.
-func (in *Ingress) Partitions() *Partitions { return in.cfg.Partitions }
+func (in *Ingress) Partitions() *route.Partitions { return in.cfg.Partitions }
 
 // Ready is closed once the subscriptions are live at the server: messages published after it
 // are received. It is never closed if Run fails before that.
@@ -163,7 +173,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 	for _, w := range in.workers {
 		group.Go(fmt.Sprintf("ingress-worker-%d", w.id), w.run)
 	}
-	err := in.subscribe(ctx)
+	err := in.src.start(ctx)
 	if err == nil {
 		close(in.ready)
 		in.log.Debug().Strs("subjects", in.cfg.Subjects).Int("workers", len(in.workers)).Msg("ingress running")
@@ -173,7 +183,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 	} else {
 		cancel()
 	}
-	in.endSubscriptions(ctx, cancel)
+	in.src.stop(ctx, cancel)
 	close(in.subsDone) // no callback runs any more: the workers finish what they hold
 	_ = group.Wait()   // workers return nil or a cancellation, which the group swallows
 	in.failLeftovers()
@@ -206,7 +216,7 @@ func (in *Ingress) RunAcks(drained <-chan struct{}) error {
 	if !in.acksStarted.CompareAndSwap(false, true) {
 		return errors.New("ingress: RunAcks called twice")
 	}
-	in.tracker.run(drained)
+	in.tracker.Run(drained)
 	st := in.Stats().Batched
 	in.log.Info().Int64("acked", st.Acked).Int64("refused", st.Refused).Int64("ack_messages", st.AckMessages).
 		Int64("publish_failures", st.PublishFailures).Int64("overflow", st.Overflow).
@@ -247,117 +257,7 @@ func (in *Ingress) failLeftovers() {
 			if j.msg == nil {
 				continue // a tracker marker, or a fence (its waiter gives up with the abort)
 			}
-			in.answerStopped(&j)
+			in.abandon(&j)
 		}
-	}
-}
-
-// onMsg is the subscription callback, on nats.go's goroutine for the subscription. It does only
-// cheap work and hands the message to the worker that owns its (topic, queue). Blocking here
-// when that worker is behind is the back-pressure: nats.go then buffers, up to the pending limits.
-func (in *Ingress) onMsg(m *nats.Msg) {
-	in.counters.received.Add(1)
-	if in.cfg.excluded(m.Subject) {
-		in.counters.excluded.Add(1)
-		if in.js != nil {
-			in.settleJetStream(m, nil) // not ours to store: done with it
-		}
-		return
-	}
-	if m.Header != nil && in.js == nil {
-		if vals := m.Header[HeaderPack]; vals != nil {
-			in.onPack(m, vals)
-			return
-		}
-	}
-	rt := in.router.route(m.Subject)
-	if rt.partition >= 0 && !in.cfg.Partitions.owns(int(rt.partition)) {
-		in.reject(m, in.notOwned(int(rt.partition), rt.stored))
-		return
-	}
-	q := in.router.queue(m, rt)
-	w := in.workers[rt.worker(q, len(in.workers))]
-	if j := (job{msg: m, route: rt, queue: q}); !in.send(w, j) {
-		in.answerStopped(&j)
-	}
-}
-
-// send hands j to w, waiting while w's inbox is full (the back-pressure on the NATS
-// callbacks); it returns false if the ingress aborts first. The inbox mostly has room: trying a
-// plain send before the two-way select saves the select's cost, which at one send per message
-// was a twentieth of the engine's CPU.
-func (in *Ingress) send(w *worker, j job) bool {
-	select {
-	case w.jobs <- j:
-		return true
-	default:
-	}
-	select {
-	case w.jobs <- j:
-		return true
-	case <-in.abort:
-		return false
-	}
-}
-
-// onPack splits a pack (pack.go) into its entries and hands them to the workers in runs, each
-// entry a message of its own from there on. A pack that cannot be split is refused whole, as a
-// message with a malformed header is: nothing of it is stored.
-func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
-	sh, err := parseSeqHeader(m.Header[HeaderSeq])
-	if err == nil && in.tracker == nil {
-		err = ErrBatchedOff
-	}
-	var entries []nats.Msg
-	if err == nil {
-		entries, err = decodePack(in.packEntries(), m, countVals, sh)
-	}
-	if err != nil {
-		in.recycleEntries(entries)
-		in.reject(m, err)
-		return
-	}
-	in.counters.received.Add(int64(len(entries) - 1))
-	in.tracker.counters.packs.Add(1)
-	rt := in.router.route(m.Subject)
-	if rt.partition >= 0 && !in.cfg.Partitions.owns(int(rt.partition)) {
-		in.recycleEntries(entries)
-		in.reject(m, in.notOwned(int(rt.partition), rt.stored))
-		return
-	}
-	pk := &packInfo{seqHeader: sh, recv: in.tracker.recv.set(sh.stream), entries: entries}
-	pk.pending.Store(int64(len(entries)))
-	// The entries without a queue key all go to one queue, the topic's next (as Kafka's sticky
-	// partitioner sends a whole batch to one partition): a pack is then a run for one worker,
-	// one channel operation instead of one per entry. Runs are cut at MaxBatch entries, a
-	// batch's worth, which bounds what one inbox slot holds.
-	sticky := int32(-1)
-	queueOf := func(e *nats.Msg) int32 {
-		if q, ok := in.router.keyedQueue(e, rt); ok {
-			return q
-		}
-		if sticky < 0 {
-			sticky = in.router.nextQueue(rt)
-		}
-		return sticky
-	}
-	q := queueOf(&entries[0]) // each entry's queue is asked for once, in order
-	for i := 0; i < len(entries); {
-		end, next := i+1, int32(0)
-		for end < len(entries) {
-			next = queueOf(&entries[end])
-			if next != q || end-i == in.cfg.MaxBatch {
-				break
-			}
-			end++
-		}
-		w := in.workers[rt.worker(q, len(in.workers))]
-		if !in.send(w, job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.seq + uint64(i), count: int32(end - i)}) {
-			// This run and every one after it are refused to the stream, in its acks.
-			rest := job{msg: &entries[i], route: rt, queue: q, pack: pk, seq: sh.seq + uint64(i), count: int32(len(entries) - i)}
-			in.answerStopped(&rest)
-			return
-		}
-		i, q = end, next
 	}
 }

@@ -13,12 +13,14 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 func TestRequestReplyAck(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	var acks []Ack
+	var acks []wire.Ack
 	for i := range 3 {
 		m := nats.NewMsg("orders.eu")
 		m.Data = []byte("body-" + strconv.Itoa(i))
@@ -31,9 +33,9 @@ func TestRequestReplyAck(t *testing.T) {
 	}
 	recs := h.app.snapshot()
 	for i, a := range acks {
-		want := Ack{
+		want := wire.Ack{
 			Topic:           "orders_eu",
-			QueueID:         HashQueue("OrderID188", DefaultQueuesPerTopic),
+			QueueID:         route.HashQueue("OrderID188", DefaultQueuesPerTopic),
 			QueueOffset:     int64(i),
 			MsgID:           commitlog.OffsetMsgID(testStoreHost, recs[i].meta.PhysOffset),
 			CommitLogOffset: recs[i].meta.PhysOffset,
@@ -88,7 +90,7 @@ func TestHeadersBecomeProperties(t *testing.T) {
 	}
 	r := recs[0].rec
 	if r.Topic != "shop_orders_paid" || string(r.Body) != `{"amount":12}` || r.BornHost != testBornHost ||
-		r.StoreHost != testStoreHost || r.QueueID != HashQueue("OrderID188", 4) || r.BornTimestamp == 0 {
+		r.StoreHost != testStoreHost || r.QueueID != route.HashQueue("OrderID188", 4) || r.BornTimestamp == 0 {
 		t.Fatalf("record fields: %+v", r)
 	}
 	got := commitlog.Properties(r.Properties).Map()
@@ -201,13 +203,13 @@ func TestBadInputGetsErrorReply(t *testing.T) {
 		code int
 		says string
 	}{
-		{big, CodeTooLarge, "body too large"},
-		{longSubject, CodeInvalid, "token rule"},
-		{ctrl, CodeInvalid, "0x01"},
-		{reserved, CodeInvalid, "reserves"},
+		{big, wire.CodeTooLarge, "body too large"},
+		{longSubject, wire.CodeInvalid, "token rule"},
+		{ctrl, wire.CodeInvalid, "0x01"},
+		{reserved, wire.CodeInvalid, "reserves"},
 	} {
 		_, err := h.request(tc.m)
-		re, ok := errors.AsType[*ReplyError](err)
+		re, ok := errors.AsType[*wire.ReplyError](err)
 		if !ok || re.Code != tc.code || !strings.Contains(re.Description, tc.says) {
 			t.Errorf("%.20s: reply %v, want code %d saying %q", tc.m.Subject, err, tc.code, tc.says)
 		}
@@ -224,7 +226,7 @@ func TestBadInputGetsErrorReply(t *testing.T) {
 		t.Fatalf("stored %d records", len(recs))
 	}
 	s := h.in.Stats()
-	if s.Rejected[CodeInvalid] != 3 || s.Rejected[CodeTooLarge] != 1 || s.ErrorReplies != 4 {
+	if s.Rejected[wire.CodeInvalid] != 3 || s.Rejected[wire.CodeTooLarge] != 1 || s.ErrorReplies != 4 {
 		t.Fatalf("stats %+v", s)
 	}
 	if !strings.Contains(h.logs.String(), "message rejected") {
@@ -294,7 +296,7 @@ func TestGracefulStop(t *testing.T) {
 	for i := range n {
 		select {
 		case m := <-replies:
-			if _, err := ParseReply(m.Data); err != nil {
+			if _, err := wire.ParseReply(m.Data); err != nil {
 				t.Fatalf("reply %d: %v", i, err)
 			}
 		case <-time.After(waitTimeout):
@@ -344,8 +346,8 @@ func TestAbort(t *testing.T) {
 	for range n {
 		select {
 		case m := <-replies:
-			_, err := ParseReply(m.Data)
-			if re, ok := errors.AsType[*ReplyError](err); ok && re.Code == CodeUnavailable {
+			_, err := wire.ParseReply(m.Data)
+			if re, ok := errors.AsType[*wire.ReplyError](err); ok && re.Code == wire.CodeUnavailable {
 				failed++
 			} else if err == nil {
 				acked++

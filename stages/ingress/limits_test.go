@@ -9,62 +9,25 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // roundRobinLimits are the counter positions where a narrower counter would wrap or turn
 // negative: 2^31 (int32) and 2^32 (uint32).
 var roundRobinLimits = []uint64{1 << 31, 1 << 32}
 
-// TestRoundRobinAtCounterLimits: a topic's round-robin counter started just below 2^31 and 2^32
-// keeps every queue id in [0, queues), moves to the next queue at every message and spreads the
-// messages evenly across the limit, for queue counts that divide 2^32 and that do not. At 2^64,
-// the counter's own wrap, the ids stay in range.
-func TestRoundRobinAtCounterLimits(t *testing.T) {
-	const rounds = 16 // each queue's messages on either side of the limit
-	for _, queues := range []int{1, 3, 4, 7, 64} {
-		for _, limit := range roundRobinLimits {
-			r := newRouter(Mapping{}, queues, "Rmq-Keys", 64, nil)
-			rt := r.route("orders")
-			start := limit - rounds*uint64(queues)
-			r.startRoundRobinAt("orders", start)
-			seen := make([]int, queues)
-			want := int32(start % uint64(queues))
-			for i := range 2 * rounds * queues {
-				q := r.nextQueue(rt)
-				if q != want {
-					t.Fatalf("%d queues, %d messages before %d: queue %d, want %d", queues, rounds*queues-i, limit, q, want)
-				}
-				seen[q]++
-				want = (want + 1) % int32(queues)
-			}
-			for q, n := range seen {
-				if n != 2*rounds {
-					t.Fatalf("%d queues across %d: queue %d got %d of %d messages", queues, limit, q, n, 2*rounds*queues)
-				}
-			}
-		}
-		r := newRouter(Mapping{}, queues, "Rmq-Keys", 64, nil)
-		rt := r.route("orders")
-		r.startRoundRobinAt("orders", math.MaxUint64-uint64(rounds*queues))
-		for range 2 * rounds * queues {
-			if q := r.nextQueue(rt); q < 0 || q >= int32(queues) {
-				t.Fatalf("%d queues across 2^64: queue %d", queues, q)
-			}
-		}
-	}
-}
-
 // TestRoundRobinWrapThroughIngress: through a real NATS server, with the topic's counter just
 // below each limit, plain messages and packs without a queue key (onPack's sticky queue) are
 // stored in queues [0, 4), each plain message in the next queue and each pack's entries together
 // in one queue.
 func TestRoundRobinWrapThroughIngress(t *testing.T) {
-	b := newBatchedHarness(t, BatchedConfig{})
+	b := newBatchedHarness(t, batched.Config{})
 	const queues, plain, packs, perPack = 4, 8, 3, 5
 	subject := "orders.wrap"
 	stored := 0
 	for li, limit := range roundRobinLimits {
-		b.in.router.startRoundRobinAt(subject, limit-plain/2)
+		b.in.router.SetRoundRobin(subject, limit-plain/2)
 		first := int32((limit - plain/2) % queues)
 		for i := range plain {
 			ack, err := b.request(&nats.Msg{Subject: subject, Data: []byte("m")})
@@ -76,7 +39,7 @@ func TestRoundRobinWrapThroughIngress(t *testing.T) {
 			}
 		}
 		stored += plain
-		b.in.router.startRoundRobinAt(subject, limit-1) // the packs take limit-1, limit, limit+1
+		b.in.router.SetRoundRobin(subject, limit-1) // the packs take limit-1, limit, limit+1
 		var entries []packEntry
 		for range perPack {
 			entries = append(entries, packEntry{data: "p"})
@@ -120,19 +83,19 @@ func TestQueuesPerTopicBound(t *testing.T) {
 			t.Errorf("QueuesPerTopic %d: %v, want refused", n, err)
 		}
 	}
-	r := newRouter(Mapping{}, MaxQueuesPerTopic, "Rmq-Keys", 64, nil)
-	rt := r.route("orders")
+	r := route.NewRouter(route.Mapping{}, MaxQueuesPerTopic, "Rmq-Keys", 64, nil)
+	rt := r.Route("orders")
 	for _, start := range []uint64{0, 1<<31 - 4, 1<<32 - 4, math.MaxUint64 - 4} {
-		r.startRoundRobinAt("orders", start)
+		r.SetRoundRobin("orders", start)
 		for range 8 {
-			if q := r.nextQueue(rt); q < 0 || q >= MaxQueuesPerTopic {
+			if q := r.NextQueue(rt); q < 0 || q >= MaxQueuesPerTopic {
 				t.Fatalf("from %d: queue %d", start, q)
 			}
 		}
 	}
 	for _, key := range []string{"a", "polygenelubricants", "zz"} {
-		if q := HashQueue(key, MaxQueuesPerTopic); q < 0 {
-			t.Fatalf("HashQueue(%q) = %d", key, q)
+		if q := route.HashQueue(key, MaxQueuesPerTopic); q < 0 {
+			t.Fatalf("route.HashQueue(%q) = %d", key, q)
 		}
 	}
 }

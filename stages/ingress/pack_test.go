@@ -13,6 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
+	"github.com/rocketstore/engine/stages/ingress/batched"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // packEntry is one entry to encode in a test pack.
@@ -35,8 +38,8 @@ func appendPack(dst []byte, entries ...packEntry) []byte {
 func packMsg(subject, seq, count string, body []byte) *nats.Msg {
 	m := nats.NewMsg(subject)
 	m.Reply, m.Data = "ack.s", body
-	m.Header.Set(HeaderSeq, seq)
-	m.Header.Set(HeaderPack, count)
+	m.Header.Set(wire.HeaderSeq, seq)
+	m.Header.Set(wire.HeaderPack, count)
 	return m
 }
 
@@ -47,11 +50,11 @@ func TestDecodePack(t *testing.T) {
 		packEntry{},
 	)
 	m := packMsg("orders.eu", "s 7 3", "3", body)
-	sh, err := parseSeqHeader(m.Header[HeaderSeq])
+	sh, err := parseSeqHeader(m.Header[wire.HeaderSeq])
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := decodePack(nil, m, m.Header[HeaderPack], sh)
+	msgs, err := decodePack(nil, m, m.Header[wire.HeaderPack], sh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +86,7 @@ func TestDecodePackErrors(t *testing.T) {
 		{"count zero", "s 1 0", "0", one, "count"},
 		{"count sign", "s 1 0", "+1", one, "count"},
 		{"count text", "s 1 0", "x", one, "count"},
-		{"count too big", "s 1 0", fmt.Sprint(MaxPackEntries + 1), one, "count"},
+		{"count too big", "s 1 0", fmt.Sprint(wire.MaxPackEntries + 1), one, "count"},
 		{"more than the body holds", "s 1 0", "1000", two, "cannot fit"},
 		{"fewer entries than counted", "s 1 0", "2", append(slices.Clone(one), 0), "body ends"},
 		{"bytes after the last", "s 1 0", "1", two, "after the last"},
@@ -96,63 +99,20 @@ func TestDecodePackErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		m := packMsg("x", c.seq, c.count, c.body)
-		sh, err := parseSeqHeader(m.Header[HeaderSeq])
+		sh, err := parseSeqHeader(m.Header[wire.HeaderSeq])
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = decodePack(nil, m, m.Header[HeaderPack], sh)
-		if err == nil || !strings.Contains(err.Error(), c.why) || ReplyCode(err) != CodeInvalid {
+		_, err = decodePack(nil, m, m.Header[wire.HeaderPack], sh)
+		if err == nil || !strings.Contains(err.Error(), c.why) || ReplyCode(err) != wire.CodeInvalid {
 			t.Errorf("%s: %v, want an error about %q (400)", c.name, err, c.why)
 		}
 	}
 	m := packMsg("x", "s 1 0", "1", one)
-	m.Header.Add(HeaderPack, "1")
-	if _, err := decodePack(nil, m, m.Header[HeaderPack], seqHeader{seq: 1}); err == nil {
+	m.Header.Add(wire.HeaderPack, "1")
+	if _, err := decodePack(nil, m, m.Header[wire.HeaderPack], wire.SeqHeader{Seq: 1}); err == nil {
 		t.Error("two Rs-Pack values accepted")
 	}
-}
-
-// FuzzSplitPack: any body and count either fails or gives exactly count entries, data that are
-// pieces of the body no longer than it, and no Rs-Seq or Rs-Pack header in any entry; split
-// again into the first split's memory, recycled (Ingress.recycleEntries), it gives the same.
-func FuzzSplitPack(f *testing.F) {
-	f.Add(appendPack(nil, packEntry{data: "a"}, packEntry{hdr: "NATS/1.0\r\nA: b\r\n\r\n", data: "c"}), 2, uint64(1))
-	f.Add(appendPack(nil, packEntry{}), 1, uint64(1<<63-1))
-	f.Add(appendPack(nil, packEntry{hdr: "NATS/1.0\r\nRs-Seq: x\r\n\r\n"}), 1, uint64(5))
-	f.Add([]byte{0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, 1, uint64(1))
-	f.Add([]byte{}, 0, uint64(1))
-	f.Fuzz(func(t *testing.T, body []byte, count int, first uint64) {
-		if count < 1 || count > MaxPackEntries || first == 0 || first > maxSeq-uint64(count-1) {
-			return // decodePack checks these before splitPack
-		}
-		msgs, err := splitPack(nil, body, count, "s", "r")
-		if err != nil {
-			if ReplyCode(err) != CodeInvalid {
-				t.Fatalf("error %v is not a 400", err)
-			}
-			return
-		}
-		if len(msgs) != count {
-			t.Fatalf("%d entries for a count of %d", len(msgs), count)
-		}
-		want := fmt.Sprint(msgs)
-		in := &Ingress{freeEntries: make(chan []nats.Msg, 1)}
-		in.recycleEntries(msgs)
-		if again, err := splitPack(in.packEntries(), body, count, "s", "r"); err != nil || fmt.Sprint(again) != want {
-			t.Fatalf("split into reused memory: %v, %v; first %v", again, err, want)
-		}
-		msgs, _ = splitPack(nil, body, count, "s", "r")
-		total := 0
-		for i, m := range msgs {
-			if m.Header[HeaderSeq] != nil || m.Header[HeaderPack] != nil {
-				t.Fatalf("entry %d carries the protocol's headers", i)
-			}
-			total += len(m.Data)
-		}
-		if total > len(body) {
-			t.Fatalf("%d bytes of data from a body of %d", total, len(body))
-		}
-	})
 }
 
 // TestBatchedPacks: through a real NATS server, a pack is split into its messages, each stored
@@ -160,7 +120,7 @@ func FuzzSplitPack(f *testing.F) {
 // for itself (a reserved header name) is refused alone; a malformed pack is refused whole with a
 // plain reply, and nothing of it is stored.
 func TestBatchedPacks(t *testing.T) {
-	b := newBatchedHarness(t, BatchedConfig{})
+	b := newBatchedHarness(t, batched.Config{})
 	body := appendPack(nil,
 		packEntry{data: "one"},
 		packEntry{hdr: "NATS/1.0\r\nNats-Msg-Id: own-id\r\nTrace: t\r\n\r\n", data: "two"},
@@ -179,7 +139,7 @@ func TestBatchedPacks(t *testing.T) {
 		a.Stored, a.Refused, a.Through = append(a.Stored, more.Stored...), append(a.Refused, more.Refused...), more.Through
 	}
 	if got := storedSeqs(a); !slices.Equal(got, []uint64{1, 2, 4, 5}) || len(a.Refused) != 1 || a.Refused[0].Seq != 3 ||
-		a.Refused[0].Code != CodeInvalid || a.Through != 2 {
+		a.Refused[0].Code != wire.CodeInvalid || a.Through != 2 {
 		t.Fatalf("acks %+v", a)
 	}
 	recs := b.app.snapshot()
@@ -191,7 +151,7 @@ func TestBatchedPacks(t *testing.T) {
 		props := commitlog.Properties(r.rec.Properties)
 		id, _ := props.Get(commitlog.PropUniqKey)
 		ids[string(r.rec.Body)] = string(id)
-		if _, ok := props.Get(HeaderPack); ok {
+		if _, ok := props.Get(wire.HeaderPack); ok {
 			t.Errorf("%s: the pack header was stored", r.rec.Body)
 		}
 		if string(r.rec.Body) == "two" {
@@ -218,7 +178,7 @@ func TestBatchedPacks(t *testing.T) {
 // queue; runs are cut at MaxBatch entries; and every queue keeps the entries in sequence order.
 func TestPackRuns(t *testing.T) {
 	const maxBatch = 8
-	b := newBatchedHarnessWith(t, BatchedConfig{}, func(c *Config) { c.MaxBatch = maxBatch })
+	b := newBatchedHarnessWith(t, batched.Config{}, func(c *Config) { c.MaxBatch = maxBatch })
 	keyed := map[int]string{10: "k-a", 25: "k-b", 26: "k-a"}
 	const count = 30
 	var entries []packEntry
@@ -253,7 +213,7 @@ func TestPackRuns(t *testing.T) {
 		p, i := int(seq-1)/count, int(seq-1)%count
 		q := r.rec.QueueID
 		if k, ok := keyed[i]; ok {
-			if want := HashQueue(k, 4); q != want {
+			if want := route.HashQueue(k, 4); q != want {
 				t.Errorf("seq %d (key %s) in queue %d, want %d", seq, k, q, want)
 			}
 		} else if s, ok := sticky[p]; !ok {

@@ -5,7 +5,10 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/javahash"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // packTemplate encodes the entries of a pack that carry no headers of their own (what a
@@ -18,8 +21,8 @@ import (
 type packTemplate struct {
 	// The template holds for entries of pack, routed by route, in a batch born at born: the
 	// rest of what a record holds is the worker's configuration, which does not change.
-	pack  *packInfo
-	route *route
+	pack  *batched.Pack
+	route *route.Route
 	born  int64
 	rec   commitlog.RecordTemplate
 	// index is the first entry's; when it holds the unique key's hash (Hashes[0]), uniqHash is
@@ -34,43 +37,43 @@ type packTemplate struct {
 }
 
 // templated says whether the entry j (with sequence seq) is one a template may encode.
-func templated(j *job, seq *seqHeader) bool {
-	return j.pack != nil && seq != nil && j.msg.Header == nil && j.repl == nil
+func templated(j *job, seq *wire.SeqHeader) bool {
+	return j.pack != nil && seq != nil && j.msg.Header == nil && j.origin == nil
 }
 
 // holds says whether t is the template of an entry of pack, routed by rt, born at born.
-func (t *packTemplate) holds(pack *packInfo, rt *route, born int64) bool {
+func (t *packTemplate) holds(pack *batched.Pack, rt *route.Route, born int64) bool {
 	return t.pack == pack && t.route == rt && t.born == born && t.rec.Ok()
 }
 
 // reset makes t the template of the entries like the one just encoded in full: rec, from the
 // properties props built by b (whose seqAt places the sequence) for sequence seq. When no
 // template can be made of it, t holds none, and every entry is encoded in full.
-func (t *packTemplate) reset(j *job, born int64, seq *seqHeader, rec, props []byte, b *propBuilder, opt commitlog.EncodeOptions) {
+func (t *packTemplate) reset(j *job, born int64, seq *wire.SeqHeader, rec, props []byte, b *propBuilder, opt commitlog.EncodeOptions) {
 	t.pack, t.route, t.born = nil, nil, 0
 	if b.seqAt < 0 || len(b.extra) > 0 {
 		return
 	}
-	t.digits, t.seq = strconv.AppendUint(t.digits[:0], seq.seq, 10), seq.seq
+	t.digits, t.seq = strconv.AppendUint(t.digits[:0], seq.Seq, 10), seq.Seq
 	if err := t.rec.Reset(rec, props, b.seqAt, len(t.digits), opt); err != nil {
 		return
 	}
 	t.pack, t.route, t.born, t.index = j.pack, j.route, born, b.index
 	if t.index.Known && t.index.NHashes > 0 {
-		t.uniqHash = javahash.Continue(j.route.indexPrefix, seq.stream)
+		t.uniqHash = javahash.Continue(j.route.IndexPrefix, seq.Stream)
 		t.uniqHash = javahash.Continue(t.uniqHash, ":")
 	}
 }
 
 // fromTemplate builds the record of entry j, with sequence seq, in r (as encodeInto does).
-func (w *worker) fromTemplate(r *stages.Record, j *job, seq *seqHeader) error {
+func (w *worker) fromTemplate(r *stages.Record, j *job, seq *wire.SeqHeader) error {
 	t := &w.tmpl
-	if seq.seq == t.seq+1 {
+	if seq.Seq == t.seq+1 {
 		t.digits = incDecimal(t.digits)
 	} else {
-		t.digits = strconv.AppendUint(t.digits[:0], seq.seq, 10)
+		t.digits = strconv.AppendUint(t.digits[:0], seq.Seq, 10)
 	}
-	t.seq = seq.seq
+	t.seq = seq.Seq
 	body := j.msg.Data
 	free := w.arenaTail(t.rec.Len(len(body), len(t.digits)))
 	rec, err := t.rec.Append(free, j.queue, body, t.digits)
@@ -79,7 +82,7 @@ func (w *worker) fromTemplate(r *stages.Record, j *job, seq *seqHeader) error {
 	}
 	w.keep(free, rec)
 	r.Bytes = rec[:len(rec):len(rec)]
-	r.Topic, r.QueueID, r.PropCRC = j.route.topic, j.queue, w.in.cfg.Encode.PropCRC
+	r.Topic, r.QueueID, r.PropCRC = j.route.Topic, j.queue, w.in.cfg.Encode.PropCRC
 	r.Reply, r.Index = j.msg.Reply, t.index
 	if t.index.Known && t.index.NHashes > 0 {
 		r.Index.Hashes[0] = javahash.IndexHash(javahash.ContinueBytes(t.uniqHash, t.digits))

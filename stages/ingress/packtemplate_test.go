@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
 // TestPackTemplateMatchesFullEncoding: a worker that encodes pack entries from a template
@@ -47,16 +49,16 @@ func TestPackTemplateMatchesFullEncoding(t *testing.T) {
 				{"orders.eu", 95, 2000}, // a new batch time
 				{"orders.eu.fast", 999_999_990, 2000},
 			} {
-				sh := seqHeader{stream: "S1", seq: c.first, acked: c.first - 1}
-				msgs, err := splitPack(nil, appendPack(nil, entries...), len(entries), c.subject, "ack.S1")
+				sh := wire.SeqHeader{Stream: "S1", Seq: c.first, Acked: c.first - 1}
+				msgs, err := wire.SplitPack(nil, appendPack(nil, entries...), len(entries), c.subject, "ack.S1")
 				if err != nil {
 					t.Fatal(err)
 				}
-				pk := &packInfo{seqHeader: sh}
-				rt := r.route(c.subject)
+				pk := &batched.Pack{SeqHeader: sh}
+				rt := r.Route(c.subject)
 				for i := range msgs {
 					j := &job{msg: &msgs[i], route: rt, queue: int32(i % 4), pack: pk, seq: c.first + uint64(i)}
-					s := pk.entrySeq(c.first + uint64(i))
+					s := pk.EntrySeq(c.first + uint64(i))
 					if templated(j, &s) && templ.tmpl.holds(pk, rt, c.born) {
 						used++
 					}
@@ -69,7 +71,7 @@ func TestPackTemplateMatchesFullEncoding(t *testing.T) {
 					}
 					if !bytes.Equal(got.Bytes, want.Bytes) || got.Index != want.Index || got.Topic != want.Topic ||
 						got.QueueID != want.QueueID || got.MsgID != want.MsgID || got.Reply != want.Reply || got.PropCRC != want.PropCRC {
-						t.Fatalf("pack %d entry %d (seq %d):\n template %+v\n full     %+v", p, i, s.seq, got, want)
+						t.Fatalf("pack %d entry %d (seq %d):\n template %+v\n full     %+v", p, i, s.Seq, got, want)
 					}
 				}
 			}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // recordIndex works out, while the properties are built, what dispatch needs of the record (its
@@ -15,14 +16,14 @@ import (
 //
 // Several key values are joined into one KEYS value, which is not at hand as one string here:
 // such records are read back, as are those derive.Ahead does not know.
-func recordIndex(rt *route, uniq []byte, keys []string, tags string) stages.RecordIndex {
+func recordIndex(rt *route.Route, uniq []byte, keys []string, tags string) stages.RecordIndex {
 	if len(keys) > 1 {
 		return stages.RecordIndex{}
 	}
 	// The UNIQ_KEY is hashed where it lies: Ahead keeps none of its props.
-	p := derive.Props{Topic: rt.topic, Tags: tags, UniqKey: unsafe.String(unsafe.SliceData(uniq), len(uniq))}
+	p := derive.Props{Topic: rt.Topic, Tags: tags, UniqKey: unsafe.String(unsafe.SliceData(uniq), len(uniq))}
 	if len(keys) == 1 {
 		p.Keys = keys[0]
 	}
-	return stages.RecordIndex(derive.Ahead(p, rt.indexPrefix))
+	return stages.RecordIndex(derive.Ahead(p, rt.IndexPrefix))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/derive"
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // TestRecordIndexMatchesTheRecord: what the encoder works out for dispatch (RecordIndex) is what
@@ -16,12 +17,12 @@ import (
 // Where the encoder cannot be sure (more keys than it holds, several key values), it says so
 // rather than guess.
 func TestRecordIndexMatchesTheRecord(t *testing.T) {
-	seq := &seqHeader{stream: "S7x", seq: 42}
+	seq := &wire.SeqHeader{Stream: "S7x", Seq: 42}
 	for i, c := range []struct {
 		tokens  int
 		subject string
 		hdr     nats.Header
-		seq     *seqHeader
+		seq     *wire.SeqHeader
 		known   bool
 	}{
 		{0, "orders.eu", nil, nil, true},                                  // generated UNIQ_KEY
@@ -41,9 +42,9 @@ func TestRecordIndexMatchesTheRecord(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			b := testBuilder()
-			rt := testRouter(c.tokens).route(c.subject)
-			if rt.err != nil {
-				t.Fatal(rt.err)
+			rt := testRouter(c.tokens).Route(c.subject)
+			if rt.Err != nil {
+				t.Fatal(rt.Err)
 			}
 			props, _, err := b.buildWith(msgWith(c.subject, c.hdr), rt, c.seq)
 			if err != nil {
@@ -57,10 +58,10 @@ func TestRecordIndexMatchesTheRecord(t *testing.T) {
 				return
 			}
 			d := commitlog.Properties(props).DispatchProps()
-			p := derive.Props{Topic: rt.topic, Tags: string(d.Tags), Keys: string(d.Keys), UniqKey: string(d.UniqKey),
+			p := derive.Props{Topic: rt.Topic, Tags: string(d.Tags), Keys: string(d.Keys), UniqKey: string(d.UniqKey),
 				Delay: string(d.Delay)}
 			tags := derive.TagsCode(p, 1700000000000, nil)
-			hashes := derive.KeyHashes(nil, derive.TopicPrefix(rt.topic), p)
+			hashes := derive.KeyHashes(nil, derive.TopicPrefix(rt.Topic), p)
 			if got.TagsCode != tags || fmt.Sprint(got.Hashes[:got.NHashes]) != fmt.Sprint(hashes) {
 				t.Fatalf("encoder: tags %d hashes %v; the record's properties give %d and %v",
 					got.TagsCode, got.Hashes[:got.NHashes], tags, hashes)

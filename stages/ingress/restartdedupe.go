@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
 // RestartDedupe carries the dedupe window of publisher message ids (Nats-Msg-Id) across a
@@ -19,14 +20,14 @@ import (
 // Cost: one store lookup (the IndexFile) per message with a Nats-Msg-Id, on the workers, and
 // only until Until: nothing after that, nothing at all when the store was empty or idle for
 // longer than the window before the start. Messages of batched-ack streams are not concerned
-// (their resends are looked up anyway, BatchedConfig.Lookup).
+// (their resends are looked up anyway, batched.Config.Lookup).
 type RestartDedupe struct {
 	// Until is when the window of the last record stored before the start ends (its store time
 	// plus the window): from then on no record from before the start can be a first copy.
 	Until time.Time
 	// Lookup finds the first copy of a message stored in topic under msgID within the window
 	// (ok false when there is none, or the lookup failed).
-	Lookup func(topic, msgID string) (at StoredAt, ok bool)
+	Lookup func(topic, msgID string) (at batched.StoredAt, ok bool)
 }
 
 // restartLookups counts the lookups of RestartDedupe and the duplicates they found.
@@ -41,7 +42,7 @@ type restartLookups struct {
 func (w *worker) answeredFromStore(j *job) bool {
 	in := w.in
 	d := in.cfg.Restarted
-	if d == nil || in.js != nil || j.msg.Header == nil || j.route.err != nil || in.restart.over.Load() {
+	if d == nil || j.msg.Header == nil || j.route.Err != nil || in.restart.over.Load() {
 		return false
 	}
 	ids := j.msg.Header[nats.MsgIdHdr]
@@ -53,7 +54,7 @@ func (w *worker) answeredFromStore(j *job) bool {
 		return false
 	}
 	in.restart.lookups.Add(1)
-	at, ok := d.Lookup(j.route.topic, ids[0])
+	at, ok := d.Lookup(j.route.Topic, ids[0])
 	if !ok {
 		return false
 	}
@@ -61,7 +62,7 @@ func (w *worker) answeredFromStore(j *job) bool {
 	if j.msg.Reply == "" || in.cfg.NoReply {
 		return true
 	}
-	r := stages.Record{Topic: j.route.topic, QueueID: at.QueueID, QueueOffset: at.QueueOffset,
+	r := stages.Record{Topic: j.route.Topic, QueueID: at.QueueID, QueueOffset: at.QueueOffset,
 		PhysOffset: at.PhysOffset, StoreTimestamp: at.StoreTimestamp, Duplicate: true}
 	buf := appendRecordAck(nil, &r, in.cfg.StoreHost)
 	in.publishReply(j.msg.Reply, buf, &in.counters.acks)

@@ -1,9 +1,13 @@
 package ingress
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/rocketstore/engine/stages/ingress/batched"
+)
 
 // Stats are ingress's counters since New, read with Ingress.Stats. Per-code maps are keyed by
-// the reply codes (CodeInvalid, ...) and hold only non-zero counts.
+// the reply codes (wire.CodeInvalid, ...) and hold only non-zero counts.
 type Stats struct {
 	// Received counts the messages nats.go handed to the callbacks; Excluded those of them that
 	// were excluded (never stored, never answered).
@@ -33,7 +37,7 @@ type Stats struct {
 	CachedSubjects int
 	CacheEvictions int64
 	// Batched are the batched-ack counters (zero when batched acks are off).
-	Batched BatchedStats
+	Batched batched.Stats
 	// RestartLookups counts the message ids looked up in the store because a record stored
 	// before the start could still be within the dedupe window (Config.Restarted);
 	// RestartDuplicates those found there: answered as duplicates, not stored again.
@@ -65,8 +69,8 @@ func (in *Ingress) Stats() Stats {
 		AcksSent:           c.acks.Load(),
 		ErrorReplies:       c.errReplies.Load(),
 		ReplyFailures:      c.replyFailures.Load(),
-		CachedSubjects:     in.router.subjects.len(),
-		CacheEvictions:     in.router.subjects.evictions.Load(),
+		CachedSubjects:     in.router.Cached(),
+		CacheEvictions:     in.router.Evictions(),
 		RestartLookups:     in.restart.lookups.Load(),
 		RestartDuplicates:  in.restart.found.Load(),
 	}
@@ -79,7 +83,7 @@ func (in *Ingress) Stats() Stats {
 		}
 	}
 	if in.tracker != nil {
-		s.Batched = in.tracker.stats()
+		s.Batched = in.tracker.Stats()
 	}
 	s.Dropped, s.Pending = in.natsCounts()
 	for _, w := range in.workers {

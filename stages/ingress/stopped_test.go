@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/wire"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
 // TestAbortRefusesBatchedInAcks: messages of a batched-ack stream that ingress holds when it
@@ -18,7 +21,7 @@ import (
 func TestAbortRefusesBatchedInAcks(t *testing.T) {
 	h := newHarness(t, harnessOpts{gated: true, outCap: 1, cfg: func(c *Config) {
 		c.Workers, c.WorkerQueue, c.MaxBatch = 1, 2, 4
-		c.Batched = &BatchedConfig{}
+		c.Batched = &batched.Config{}
 	}})
 	inbox := h.pub.NewInbox()
 	acks, err := h.pub.SubscribeSync(inbox)
@@ -42,7 +45,7 @@ func TestAbortRefusesBatchedInAcks(t *testing.T) {
 		}
 		seq += perPack
 		one := nats.NewMsg("abort.packs")
-		one.Header.Set(HeaderSeq, fmt.Sprintf("S %d 0", seq))
+		one.Header.Set(wire.HeaderSeq, fmt.Sprintf("S %d 0", seq))
 		one.Reply, one.Data = inbox, []byte("single")
 		if err := h.pub.PublishMsg(one); err != nil {
 			t.Fatal(err)
@@ -88,7 +91,7 @@ func TestAbortRefusesBatchedInAcks(t *testing.T) {
 		if !strings.Contains(string(m.Data), `"stream"`) {
 			t.Fatalf("a plain reply on the ack subject: %s", m.Data)
 		}
-		a, err := ParseBatchAck(m.Data)
+		a, err := wire.ParseBatchAck(m.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +99,7 @@ func TestAbortRefusesBatchedInAcks(t *testing.T) {
 			answered[s]++
 		}
 		for _, r := range a.Refused {
-			if r.Code != CodeUnavailable {
+			if r.Code != wire.CodeUnavailable {
 				t.Fatalf("refused %+v, want 503", r)
 			}
 			for s := r.Seq; s < r.Seq+r.Count; s++ {

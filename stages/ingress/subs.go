@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/wire"
 )
 
 // abortDrainTimeout bounds the drain of an abort (see endSubscriptions).
@@ -44,20 +47,106 @@ func (in *Ingress) subscriptions() []*subscription {
 	return slices.Clone(in.subs)
 }
 
-// subscribe makes the subscriptions and waits until the server has them.
-func (in *Ingress) subscribe(ctx context.Context) error {
-	if in.cfg.JetStream != nil {
-		return in.startJetStream(ctx)
+// coreSource is core NATS subscriptions as a Source, the default: Config.Subjects, or the owned
+// partitions' subjects under partitioned ingest. Its messages are answered on their reply
+// subjects (acks.go), or in their stream's batched acks (worker_batched.go).
+type coreSource struct{ in *Ingress }
+
+func (c *coreSource) durable() bool { return false }
+
+// refuse answers a refused message with an error reply.
+func (c *coreSource) refuse(m *nats.Msg, code int, err error) {
+	c.in.replyError(m.Reply, code, err.Error())
+}
+
+// record builds the record of a message: one with the Rs-Seq header is a batched-ack stream's
+// (worker_batched.go); one whose Nats-Msg-Id the store had before this start is answered from
+// there (restartdedupe.go); any other is encoded (encode.go) and answered once stored.
+func (c *coreSource) record(w *worker, b *batchBuild, j *job) {
+	if h := j.msg.Header; h != nil {
+		if vals := h[wire.HeaderSeq]; vals != nil {
+			w.batchedMsg(b, j, vals)
+			return
+		}
+		if c.in.cfg.Restarted != nil && w.answeredFromStore(j) {
+			return
+		}
 	}
-	if in.cfg.Replicated != nil {
-		return in.startReplicated(ctx)
+	rec, err := w.encode(j, b.born)
+	if err != nil {
+		c.in.reject(j.msg, err)
+		return
 	}
+	b.recs = append(b.recs, rec)
+}
+
+// start makes the subscriptions and waits until the server has them.
+func (c *coreSource) start(ctx context.Context) error {
+	in := c.in
 	for _, subject := range in.cfg.Subjects {
 		if _, err := in.subscribeOne(subject); err != nil {
 			return err
 		}
 	}
 	return in.confirm(ctx)
+}
+
+// onMsg is the subscription callback, on nats.go's goroutine for the subscription. It does only
+// cheap work and hands the message to the worker that owns its (topic, queue). Blocking here
+// when that worker is behind is the back-pressure: nats.go then buffers, up to the pending limits.
+func (in *Ingress) onMsg(m *nats.Msg) {
+	in.counters.received.Add(1)
+	if in.cfg.excluded(m.Subject) {
+		in.counters.excluded.Add(1)
+		return
+	}
+	if m.Header != nil {
+		if vals := m.Header[wire.HeaderPack]; vals != nil {
+			in.onPack(m, vals)
+			return
+		}
+	}
+	rt := in.router.Route(m.Subject)
+	if rt.Partition >= 0 && !in.cfg.Partitions.Owns(int(rt.Partition)) {
+		in.reject(m, in.notOwned(int(rt.Partition), rt.Stored))
+		return
+	}
+	in.hand(job{msg: m, route: rt, queue: in.router.Queue(m, rt)})
+}
+
+// excluded reports whether subject is never stored.
+func (c *Config) excluded(subject string) bool {
+	if strings.HasPrefix(subject, "_INBOX.") || strings.HasPrefix(subject, "$") {
+		return true
+	}
+	return c.Exclude != nil && c.Exclude(subject)
+}
+
+// hand gives j to the worker that owns its (topic, queue), or answers it if ingress aborts
+// first.
+func (in *Ingress) hand(j job) {
+	if w := in.workers[j.route.Worker(j.queue, len(in.workers))]; !in.send(w, j) {
+		held := j // only an abort pays for a job on the heap
+		in.abandon(&held)
+	}
+}
+
+// send hands j to w, waiting while w's inbox is full (the back-pressure on the NATS
+// callbacks); it returns false if the ingress aborts first. The inbox mostly has room: trying a
+// plain send before the two-way select saves the select's cost, which at one send per message
+// was a twentieth of the engine's CPU.
+func (in *Ingress) send(w *worker, j job) bool {
+	select {
+	case w.jobs <- j:
+		return true
+	default:
+	}
+	select {
+	case w.jobs <- j:
+		return true
+	case <-in.abort:
+		return false
+	}
 }
 
 // confirm waits until the server has every subscription made so far.
@@ -144,21 +233,14 @@ func (in *Ingress) watchSlow(sub *nats.Subscription) {
 	})
 }
 
-// endSubscriptions drains every subscription and waits until each one's callbacks have ended.
+// stop drains every subscription and waits until each one's callbacks have ended.
 // The drain is the same on a graceful stop and on an abort: on an abort (ctx done) the callbacks
 // no longer wait for the workers, they answer 503 at once, so the drain is quick and every
 // message nats.go had buffered gets an answer and is counted. If ctx ends during a graceful
 // drain, the drain turns into that. Past DrainTimeout (abortDrainTimeout once aborted) the
 // subscriptions are unsubscribed instead.
-func (in *Ingress) endSubscriptions(ctx context.Context, cancel context.CancelFunc) {
-	if in.js != nil {
-		in.stopJetStream()
-		return
-	}
-	if in.repl != nil {
-		in.stopReplicated()
-		return
-	}
+func (c *coreSource) stop(ctx context.Context, cancel context.CancelFunc) {
+	in := c.in
 	subs := in.subscriptions()
 	for _, s := range subs {
 		s.readDropped() // Dropped cannot be read once the subscription is closed

@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/batched"
 )
 
 // TestUntrackedRefusalReleasesClaim: a batch that finds the tracker's queue full is not
@@ -14,32 +16,34 @@ import (
 func TestUntrackedRefusalReleasesClaim(t *testing.T) {
 	srv := runServer(t, 0)
 	in, err := New(Config{Conn: connect(t, srv), Out: make(chan *stages.Batch, 1), StoreHost: testStoreHost,
-		Batched: &BatchedConfig{Queue: 1}})
+		Batched: &batched.Config{Queue: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The tracker is not running: its queue of one batch stays full after the first offer.
-	set := in.tracker.recv.set("S")
+	set := in.tracker.Claims("S")
 	for seq := uint64(1); seq <= 3; seq++ {
-		if first, _ := set.claim(seq, 0); !first {
+		if first, _ := set.Claim(seq, 0); !first {
 			t.Fatalf("seq %d claimed before", seq)
 		}
 	}
 	refused := fmt.Errorf("%w: too large", commitlog.ErrBodyTooLarge)
 	batch := func(recs ...stages.Record) *stages.Batch { return &stages.Batch{Records: recs} }
-	meta := func(seq uint64) *seqMeta { return &seqMeta{seqHeader: seqHeader{stream: "S", seq: seq}, ackTo: "ack"} }
-	in.tracker.offer(batch(stages.Record{Err: refused, Ctx: meta(1)}))
-	in.tracker.offer(batch(stages.Record{Err: refused, Ctx: meta(2)}, stages.Record{Ctx: meta(3)}))
+	meta := func(seq uint64) *batched.Meta {
+		return &batched.Meta{SeqHeader: wire.SeqHeader{Stream: "S", Seq: seq}, AckTo: "ack"}
+	}
+	in.tracker.Offer(batch(stages.Record{Err: refused, Ctx: meta(1)}))
+	in.tracker.Offer(batch(stages.Record{Err: refused, Ctx: meta(2)}, stages.Record{Ctx: meta(3)}))
 	if st := in.Stats().Batched; st.Overflow != 1 {
 		t.Fatalf("overflow %d, want 1", st.Overflow)
 	}
-	if first, _ := set.claim(2, 0); !first {
+	if first, _ := set.Claim(2, 0); !first {
 		t.Fatal("seq 2, refused in an untracked batch, is still claimed: its retry would be dropped")
 	}
-	if first, _ := set.claim(3, 0); first {
+	if first, _ := set.Claim(3, 0); first {
 		t.Fatal("seq 3, stored in an untracked batch, lost its claim")
 	}
-	if first, _ := set.claim(1, 0); first {
+	if first, _ := set.Claim(1, 0); first {
 		t.Fatal("seq 1, whose batch the tracker holds, lost its claim before the tracker handled it")
 	}
 }

@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,28 +15,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
-func TestBoundedCacheEvicts(t *testing.T) {
-	c := newBoundedCache[int, int](10) // generations of 5
-	mk := func(k int) int { return k * 10 }
-	for k := range 100 {
-		if v := c.getOrMake(k, mk); v != k*10 {
-			t.Fatalf("get %d = %d", k, v)
-		}
-		c.getOrMake(0, func(int) int { t.Fatal("hot key 0 was evicted"); return 0 })
-		if n := c.len(); n > 10 {
-			t.Fatalf("cache holds %d entries, bound 10", n)
-		}
-	}
-	if c.evictions.Load() == 0 {
-		t.Fatal("no evictions counted")
-	}
-}
-
-func testRouter(tokens int) *router {
-	return newRouter(Mapping{TopicTokens: tokens}, 4, "Rmq-Keys", 64, nil)
+func testRouter(tokens int) *route.Router {
+	return route.NewRouter(route.Mapping{TopicTokens: tokens}, 4, "Rmq-Keys", 64, nil)
 }
 
 func testBuilder() *propBuilder {
@@ -59,7 +43,7 @@ func TestHeadersToProperties(t *testing.T) {
 		"Trace":        {"a", "b", "c"},
 		"content-type": {"json"},
 	})
-	props, id, err := b.build(m, r.route(m.Subject))
+	props, id, err := b.build(m, r.Route(m.Subject))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,9 +59,9 @@ func TestHeadersToProperties(t *testing.T) {
 		t.Fatalf("properties\n got %v\nwant %v", got, want)
 	}
 	// Deterministic bytes: the same headers give the same properties whatever the map order.
-	again, _, _ := b.build(m, r.route(m.Subject))
+	again, _, _ := b.build(m, r.Route(m.Subject))
 	for range 20 {
-		next, _, _ := b.build(m, r.route(m.Subject))
+		next, _, _ := b.build(m, r.Route(m.Subject))
 		if string(next) != string(again) {
 			t.Fatal("properties depend on map order")
 		}
@@ -88,7 +72,7 @@ func TestGeneratedUniqKeyAndTokenTags(t *testing.T) {
 	b := testBuilder()
 	r := testRouter(1)
 	m := msgWith("orders.eu.paid", nil)
-	props, id, err := b.build(m, r.route(m.Subject))
+	props, id, err := b.build(m, r.Route(m.Subject))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +86,7 @@ func TestGeneratedUniqKeyAndTokenTags(t *testing.T) {
 	}
 	// A tags header wins over the token rule.
 	m.Header = nats.Header{"Rmq-Tags": {"override"}}
-	props, _, _ = b.build(m, r.route(m.Subject))
+	props, _, _ = b.build(m, r.Route(m.Subject))
 	if tags, _ := commitlog.Properties(props).Get("TAGS"); string(tags) != "override" {
 		t.Fatalf("TAGS %q", tags)
 	}
@@ -132,45 +116,15 @@ func TestHeaderRejects(t *testing.T) {
 		"two tags":          {"Rmq-Tags": {"a", "b"}},
 		"bad key":           {"Rmq-Keys": {"a", "b\x02"}},
 	} {
-		_, _, err := b.build(msgWith("s", hdr), r.route("s"))
-		if !errors.Is(err, ErrInvalidHeader) || ReplyCode(err) != CodeInvalid {
+		_, _, err := b.build(msgWith("s", hdr), r.Route("s"))
+		if !errors.Is(err, ErrInvalidHeader) || ReplyCode(err) != wire.CodeInvalid {
 			t.Errorf("%s: err = %v, want ErrInvalidHeader (400)", name, err)
 		}
 	}
 	// Allowed: '#' not followed by digits only, and a lone '#'.
 	for _, name := range []string{"A#", "#", "A#2b", "A#b2"} {
-		if _, _, err := b.build(msgWith("s", nats.Header{name: {"v"}}), r.route("s")); err != nil {
+		if _, _, err := b.build(msgWith("s", nats.Header{name: {"v"}}), r.Route("s")); err != nil {
 			t.Errorf("header %q refused: %v", name, err)
-		}
-	}
-}
-
-func TestQueueChoice(t *testing.T) {
-	r := testRouter(0)
-	rt := r.route("orders")
-	seen := map[int32]int{}
-	for range 400 {
-		seen[r.queue(msgWith("orders", nil), rt)]++
-	}
-	for q := range int32(4) {
-		if seen[q] != 100 {
-			t.Fatalf("round-robin uneven: %v", seen)
-		}
-	}
-	// Keyed: Java hashCode % 4, negated when negative; first key of the header only.
-	m := msgWith("orders", nats.Header{"Rmq-Keys": {"  OrderID188 other"}})
-	if q := r.queue(m, rt); q != HashQueue("OrderID188", 4) {
-		t.Fatalf("keyed queue %d", q)
-	}
-	// "polygenelubricants".hashCode() is Integer.MIN_VALUE: % 4 is 0.
-	for key, want := range map[string]int32{"a": 97 % 4, "TagA": 2598919 % 4, "polygenelubricants": 0} {
-		if got := HashQueue(key, 4); got != want {
-			t.Errorf("HashQueue(%q) = %d, want %d", key, got, want)
-		}
-	}
-	for i := range 1000 {
-		if q := HashQueue(fmt.Sprint("k", i, "\u00e9\U0001F600"), 7); q < 0 || q >= 7 {
-			t.Fatalf("queue %d out of range", q)
 		}
 	}
 }
@@ -180,26 +134,26 @@ func TestReplyCode(t *testing.T) {
 		err  error
 		want int
 	}{
-		{fmt.Errorf("x: %w", commitlog.ErrInvalidTopic), CodeInvalid},
-		{fmt.Errorf("x: %w", commitlog.ErrInvalidProperty), CodeInvalid},
-		{fmt.Errorf("x: %w", commitlog.ErrPropertiesTooLarge), CodeInvalid},
-		{fmt.Errorf("x: %w", ErrInvalidSubject), CodeInvalid},
-		{fmt.Errorf("x: %w", ErrInvalidHeader), CodeInvalid},
-		{fmt.Errorf("x: %w", commitlog.ErrBodyTooLarge), CodeTooLarge},
-		{fmt.Errorf("x: %w", commitlog.ErrRecordTooLarge), CodeTooLarge},
-		{fmt.Errorf("x: %w", commitlog.ErrTooLarge), CodeTooLarge},
-		{&fs.PathError{Op: "fallocate", Path: "/x", Err: syscall.ENOSPC}, CodeDiskFull},
-		{errors.Join(stages.ErrClosed, syscall.ENOSPC), CodeDiskFull},
-		{stages.ErrClosed, CodeUnavailable},
-		{fmt.Errorf("x: %w", ErrUnavailable), CodeUnavailable},
-		{ErrStopped, CodeUnavailable},
-		{context.Canceled, CodeUnavailable},
-		{context.DeadlineExceeded, CodeUnavailable},
+		{fmt.Errorf("x: %w", commitlog.ErrInvalidTopic), wire.CodeInvalid},
+		{fmt.Errorf("x: %w", commitlog.ErrInvalidProperty), wire.CodeInvalid},
+		{fmt.Errorf("x: %w", commitlog.ErrPropertiesTooLarge), wire.CodeInvalid},
+		{fmt.Errorf("x: %w", route.ErrInvalidSubject), wire.CodeInvalid},
+		{fmt.Errorf("x: %w", ErrInvalidHeader), wire.CodeInvalid},
+		{fmt.Errorf("x: %w", commitlog.ErrBodyTooLarge), wire.CodeTooLarge},
+		{fmt.Errorf("x: %w", commitlog.ErrRecordTooLarge), wire.CodeTooLarge},
+		{fmt.Errorf("x: %w", commitlog.ErrTooLarge), wire.CodeTooLarge},
+		{&fs.PathError{Op: "fallocate", Path: "/x", Err: syscall.ENOSPC}, wire.CodeDiskFull},
+		{errors.Join(stages.ErrClosed, syscall.ENOSPC), wire.CodeDiskFull},
+		{stages.ErrClosed, wire.CodeUnavailable},
+		{fmt.Errorf("x: %w", ErrUnavailable), wire.CodeUnavailable},
+		{ErrStopped, wire.CodeUnavailable},
+		{context.Canceled, wire.CodeUnavailable},
+		{context.DeadlineExceeded, wire.CodeUnavailable},
 		{codedErr(429), 429},
 		{fmt.Errorf("wrapped: %w", codedErr(503)), 503},
-		{errors.New("boom"), CodeInternal},
-		{syscall.EIO, CodeInternal},
-		{nil, CodeInternal},
+		{errors.New("boom"), wire.CodeInternal},
+		{syscall.EIO, wire.CodeInternal},
+		{nil, wire.CodeInternal},
 	} {
 		if got := ReplyCode(tc.err); got != tc.want {
 			t.Errorf("ReplyCode(%v) = %d, want %d", tc.err, got, tc.want)
@@ -212,40 +166,17 @@ type codedErr int
 func (e codedErr) Error() string  { return fmt.Sprint("code ", int(e)) }
 func (e codedErr) ReplyCode() int { return int(e) }
 
-func TestReplyJSON(t *testing.T) {
-	a := Ack{Topic: "orders_eu", QueueID: 3, QueueOffset: 1 << 40, MsgID: "7F000001000027100000000000001F40",
-		CommitLogOffset: 8000, StoreTimestamp: 1700000000123, Duplicate: true}
-	data := AppendAck(nil, &a)
-	var viaJSON Ack
-	if err := json.Unmarshal(data, &viaJSON); err != nil || viaJSON != a {
-		t.Fatalf("encoding/json reads %s as %+v, %v", data, viaJSON, err)
-	}
-	got, err := ParseReply(data)
-	if err != nil || got != a {
-		t.Fatalf("ParseReply = %+v, %v", got, err)
-	}
-
-	// The hot-path variant writes the same bytes.
+// TestRecordAckJSON: the hot path's ack (the message id written straight into the JSON) is the
+// wire's Ack, byte for byte.
+func TestRecordAckJSON(t *testing.T) {
+	a := wire.Ack{Topic: "orders_eu", QueueID: 3, QueueOffset: 1 << 40, CommitLogOffset: 8000,
+		StoreTimestamp: 1700000000123, Duplicate: true}
 	r := stages.Record{Topic: a.Topic, QueueID: a.QueueID, QueueOffset: a.QueueOffset,
 		PhysOffset: a.CommitLogOffset, StoreTimestamp: a.StoreTimestamp, Duplicate: true}
 	host := netip.MustParseAddrPort("127.0.0.1:10000")
 	a.MsgID = commitlog.OffsetMsgID(host, a.CommitLogOffset)
-	if hot, want := appendRecordAck(nil, &r, host), AppendAck(nil, &a); string(hot) != string(want) {
+	if hot, want := appendRecordAck(nil, &r, host), wire.AppendAck(nil, &a); string(hot) != string(want) {
 		t.Fatalf("appendRecordAck %s\nwant %s", hot, want)
-	}
-
-	desc := "bad \"header\" \\ \x01\x1f\n\t\xff é \U0001F600"
-	data = AppendErrorReply(nil, 400, desc)
-	if !json.Valid(data) {
-		t.Fatalf("error reply is not JSON: %q", data)
-	}
-	_, err = ParseReply(data)
-	re, ok := errors.AsType[*ReplyError](err)
-	if !ok || re.Code != 400 || re.Description != strings.ToValidUTF8(desc, "\uFFFD") {
-		t.Fatalf("ParseReply(error) = %v", err)
-	}
-	if _, err := ParseReply([]byte("not json")); err == nil {
-		t.Fatal("garbage parsed")
 	}
 }
 
@@ -256,8 +187,8 @@ func TestEncodeRejects(t *testing.T) {
 	}
 	w := in.workers[0]
 	encode := func(m *nats.Msg) error {
-		rt := in.router.route(m.Subject)
-		_, err := w.encode(&job{msg: m, route: rt, queue: in.router.queue(m, rt)}, 1)
+		rt := in.router.Route(m.Subject)
+		_, err := w.encode(&job{msg: m, route: rt, queue: in.router.Queue(m, rt)}, 1)
 		return err
 	}
 	big := &nats.Msg{Subject: "s", Data: make([]byte, commitlog.DefaultMaxBodySize+1)}
@@ -268,10 +199,10 @@ func TestEncodeRejects(t *testing.T) {
 		code int
 	}{
 		{"properties over 32767", &nats.Msg{Subject: "s", Header: nats.Header{"Big": {strings.Repeat("v", 40000)}}},
-			commitlog.ErrPropertiesTooLarge, CodeInvalid},
-		{"body over 4 MiB", big, commitlog.ErrBodyTooLarge, CodeTooLarge},
-		{"subject not UTF-8", &nats.Msg{Subject: "a.\xff"}, ErrInvalidSubject, CodeInvalid},
-		{"topic too long", &nats.Msg{Subject: strings.Repeat("%", 43) + ".x"}, ErrInvalidSubject, CodeInvalid},
+			commitlog.ErrPropertiesTooLarge, wire.CodeInvalid},
+		{"body over 4 MiB", big, commitlog.ErrBodyTooLarge, wire.CodeTooLarge},
+		{"subject not UTF-8", &nats.Msg{Subject: "a.\xff"}, route.ErrInvalidSubject, wire.CodeInvalid},
+		{"topic too long", &nats.Msg{Subject: strings.Repeat("%", 43) + ".x"}, route.ErrInvalidSubject, wire.CodeInvalid},
 	} {
 		if err := encode(tc.m); !errors.Is(err, tc.is) || ReplyCode(err) != tc.code {
 			t.Errorf("%s: %v, want %v (%d)", tc.name, err, tc.is, tc.code)
@@ -286,5 +217,23 @@ func TestEncodeRejects(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
 		t.Errorf("refusing 10 oversized bodies allocated %d bytes", n)
+	}
+}
+
+// TestCallbackAllocatesNothing: a plain message's way through the callback to its worker's inbox
+// allocates nothing (the route is cached; a job that the abort path could answer must not be put
+// on the heap for every message because a source answers it through an interface).
+func TestCallbackAllocatesNothing(t *testing.T) {
+	in, err := New(Config{Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Workers: 1, WorkerQueue: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.abort = make(chan struct{})
+	m := &nats.Msg{Subject: "orders.eu", Data: []byte("x")}
+	if n := testing.AllocsPerRun(100, func() {
+		in.onMsg(m)
+		<-in.workers[0].jobs
+	}); n != 0 {
+		t.Fatalf("%v allocations per message", n)
 	}
 }

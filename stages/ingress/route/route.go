@@ -1,0 +1,229 @@
+// Package route is ingress's routing: a subject to its topic (Mapping: the default rule and the
+// token rule, and the inverse), a message to its queue (by its queue key's hash, as RocketMQ's
+// SelectMessageQueueByHash, else round-robin per topic) and to the worker that owns that
+// (topic, queue), partitioned ingest's subjects and ownership (Partitions), and the bounded
+// cache of routes. It knows nothing of the pipeline: ingress asks it, per message, where the
+// message goes.
+//
+// # Subject -> topic
+//
+// RocketMQ topics allow only [%|a-zA-Z0-9_-], at most 127 bytes, and become directory names. The
+// default rule maps every byte of the subject: [a-zA-Z0-9-] stays, '.' becomes '_', and every other
+// byte becomes '%' and two uppercase hex digits, so '_' is "%5F" and '%' is "%25". Decoding is
+// therefore unambiguous ('_' only ever stands for '.', '%' only ever starts an escape) and the
+// rule is injective: two subjects never share a topic. TopicToSubject is the inverse; it accepts
+// only canonical topics, so the two functions are a bijection between subjects and the topics
+// this package makes. A side effect worth knowing: a mapped topic never contains a literal '_'
+// and never starts with %RETRY% or %DLQ%, so it cannot collide with RocketMQ's system topics
+// (SCHEDULE_TOPIC_XXXX, RMQ_SYS_*, retry and dead-letter topics). A subject whose topic would
+// be longer than 127 bytes is rejected (400): use a shorter subject or the token rule. So is a
+// subject that is not a literal NATS subject (an empty token, a '*' or '>' token, whitespace),
+// which a server without pedantic checks may still deliver. Bytes that are path separators
+// elsewhere ('/', '\', NUL) are ordinary subject bytes: escaped like any other, so no topic, and
+// no queue directory, can name anything outside its parent.
+//
+// The token rule (TopicTokens = N > 0) makes the first N tokens of the subject the topic,
+// mapped as above, and the remaining tokens, joined by '.', the TAGS property (unless the tags
+// header is present, which wins). A subject with N tokens or fewer is all topic and has no TAGS.
+// N = 0 is the default rule. The route of each subject is cached in a bounded cache
+// (ingress's Config.SubjectCache entries, evictions counted) because it is on the hot path and
+// subjects can be unbounded in number.
+//
+// # Queue id
+//
+// When the queue key header (by default the keys header "Rmq-Keys") is present, the queue is
+// chosen from its first key (the first space-separated token of its first value) as RocketMQ's
+// SelectMessageQueueByHash does: Java String.hashCode(key) % queues, negated when negative. A
+// RocketMQ producer that sends the same key with that selector therefore picks the same queue.
+// Without the header, queues are taken round-robin per topic so that a topic spreads evenly.
+// Under partitioned ingest the queue is the partition, which NATS's subject mapping chose.
+package route
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/indexfile"
+	"github.com/rocketstore/engine/internal/store/javahash"
+	"github.com/rocketstore/engine/stages/ingress/internal/bounded"
+)
+
+// Route is what the callback needs to know about a subject, computed once per subject and
+// cached: where its messages go, and whether they can go anywhere at all. Immutable once made
+// (the round-robin counter lives in topicState, which is shared by every subject of the topic).
+type Route struct {
+	Topic string
+	// Tags is the token rule's TAGS, "" for none. It needs no check of its own: it is a
+	// non-empty piece of the subject cut at a '.', and the subject passed CheckProperty.
+	Tags string
+	// Err is set when the subject cannot be stored at all (topic too long, subject not valid as
+	// the NATS_SUBJECT property, or not a literal NATS subject: an empty or a wildcard token,
+	// whitespace); every message of the subject then gets an error reply.
+	Err   error
+	state *topicState
+	// Partition is the message's partition, its queue, under partitioned ingest; -1 otherwise
+	// (whether it is owned is checked for every message: ownership moves). Stored is then the
+	// subject the publisher used, stored as NATS_SUBJECT ("" means the message's own subject).
+	Partition int32
+	Stored    string
+	// shard is the base of the worker choice: the FNV-1a hash of the topic (of the subject when
+	// Err is set, so that rejects spread over the workers too).
+	shard uint32
+	// IndexPrefix is the IndexFile hash state after "topic#" (ingress's recordindex.go).
+	IndexPrefix int32
+}
+
+// topicState is shared by every subject of one topic.
+type topicState struct {
+	// next is the round-robin position for messages without a queue key. Atomic: subscriptions
+	// run their callbacks on separate goroutines. 64 bits and reduced unsigned: a 32-bit position
+	// would turn negative as an int32 after 2^31 messages and, as a uint32, skip queues at 2^32
+	// whenever the queue count does not divide it; 2^64 is never reached.
+	next atomic.Uint64
+}
+
+// Router maps subjects to routes and messages to queues and workers. Safe for concurrent use.
+type Router struct {
+	parts    *Partitions // nil: not partitioned
+	mapping  Mapping
+	queues   int32
+	keyHdr   string
+	subjects *bounded.Cache[string, *Route]
+	topics   *bounded.Cache[string, *topicState]
+}
+
+// NewRouter makes a router for queues queues per topic, choosing by the queue key header keyHdr,
+// with caches of cacheSize entries; parts is partitioned ingest's configuration (nil: none).
+func NewRouter(m Mapping, queues int, keyHdr string, cacheSize int, parts *Partitions) *Router {
+	return &Router{
+		parts:    parts,
+		mapping:  m,
+		queues:   int32(queues),
+		keyHdr:   keyHdr,
+		subjects: bounded.NewCache[string, *Route](cacheSize),
+		topics:   bounded.NewCache[string, *topicState](cacheSize),
+	}
+}
+
+// Route returns the cached route of subject.
+func (r *Router) Route(subject string) *Route { return r.subjects.GetOrMake(subject, r.makeRoute) }
+
+// Cached is the number of routes cached; Evictions the routes dropped from the cache so far.
+func (r *Router) Cached() int { return r.subjects.Len() }
+
+// Evictions: see Cached.
+func (r *Router) Evictions() int64 { return r.subjects.Evictions() }
+
+func (r *Router) makeRoute(subject string) *Route {
+	rt := &Route{Partition: -1}
+	mapped := subject
+	if r.parts != nil {
+		part, rest, ok := r.parts.split(subject)
+		switch {
+		case !ok:
+			rt.Err = fmt.Errorf("%w: %.200q is not a partition subject (%s.<partition>.<subject>)", ErrInvalidSubject,
+				subject, r.parts.Prefix)
+		default:
+			rt.Partition, rt.Stored, mapped = int32(part), rest, rest
+		}
+	}
+	if rt.Err == nil {
+		if err := commitlog.CheckProperty(PropNatsSubject, mapped); err != nil {
+			rt.Err = fmt.Errorf("%w: %w", ErrInvalidSubject, err)
+		} else if rt.Err = CheckPublishedSubject(mapped); rt.Err == nil {
+			rt.Topic, rt.Tags, rt.Err = r.mapping.Map(mapped)
+		}
+	}
+	if rt.Err != nil {
+		rt.shard = fnv32(subject)
+		return rt
+	}
+	rt.shard = fnv32(rt.Topic)
+	rt.IndexPrefix = indexfile.TopicPrefixHash(rt.Topic)
+	// A topic's state may be evicted while routes still point at it; they keep their pointer and
+	// a new route gets a fresh counter. Either way the queues are still spread.
+	rt.state = r.topics.GetOrMake(rt.Topic, func(string) *topicState { return new(topicState) })
+	return rt
+}
+
+// Queue picks the queue id of m: by its queue key when it has one, else round-robin per topic.
+func (r *Router) Queue(m *nats.Msg, rt *Route) int32 {
+	if q, ok := r.KeyedQueue(m, rt); ok {
+		return q
+	}
+	return r.NextQueue(rt)
+}
+
+// KeyedQueue is the queue that m's route or queue key decides, if they decide one.
+func (r *Router) KeyedQueue(m *nats.Msg, rt *Route) (int32, bool) {
+	if rt.Err != nil {
+		return 0, true
+	}
+	if rt.Partition >= 0 {
+		return rt.Partition, true // the server chose it: the mapping hashed the key tokens
+	}
+	if vals := m.Header[r.keyHdr]; len(vals) > 0 {
+		if key := firstKey(vals[0]); key != "" {
+			return HashQueue(key, int(r.queues)), true
+		}
+	}
+	return 0, false
+}
+
+// NextQueue is the topic's next queue, round-robin: always in [0, queues).
+func (r *Router) NextQueue(rt *Route) int32 {
+	return int32((rt.state.next.Add(1) - 1) % uint64(r.queues))
+}
+
+// HashQueue is the queue id for a key: Java String.hashCode(key) % queues, negated when negative,
+// which is what RocketMQ's SelectMessageQueueByHash computes, so a RocketMQ producer using that
+// selector with the same key lands on the same queue.
+func HashQueue(key string, queues int) int32 {
+	v := javahash.String(key) % int32(queues)
+	if v < 0 {
+		v = -v
+	}
+	return v
+}
+
+// firstKey is the first non-empty space-separated token of a keys value.
+func firstKey(v string) string {
+	v = strings.TrimLeft(v, " ")
+	if i := strings.IndexByte(v, ' '); i >= 0 {
+		return v[:i]
+	}
+	return v
+}
+
+// Worker picks the worker that owns (topic, queue). Consecutive queues of a topic go to
+// consecutive workers, so a busy topic spreads over min(QueuesPerTopic, Workers) workers.
+// Round-robin over the workers would spread better but would let two messages of one queue be
+// encoded by two workers at once and reach Out in either order: the per-queue order guarantee
+// rests on this function being a function of (topic, queue) alone.
+func (rt *Route) Worker(queue int32, workers int) int {
+	return int((rt.shard + uint32(queue)) % uint32(workers))
+}
+
+// PropNatsSubject is the property that keeps a record's NATS subject (the subject must be valid
+// as its value to be stored).
+const PropNatsSubject = "NATS_SUBJECT"
+
+// fnv32 is FNV-1a, 32 bits.
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// SetRoundRobin sets the round-robin position of subject's topic: the seam through which tests
+// start the counter at its limits instead of running 2^31 messages to get there.
+func (r *Router) SetRoundRobin(subject string, pos uint64) {
+	r.Route(subject).state.next.Store(pos)
+}
