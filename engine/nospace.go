@@ -48,6 +48,11 @@ func (n *noSpace) refusal() error {
 	return nil
 }
 
+// engineGate is the appender's Gate (Engine.gate).
+type engineGate struct{ e *Engine }
+
+func (g engineGate) Admit() error { return g.e.gate() }
+
 // gate is the appender's Gate: writes are refused while dispatch waits for space, or while
 // retention sees the disk above its limit.
 func (e *Engine) gate() error {
