@@ -21,6 +21,7 @@ import (
 
 	appender "github.com/rocketstore/engine/append"
 	"github.com/rocketstore/engine/dispatch"
+	"github.com/rocketstore/engine/engine/retention"
 	"github.com/rocketstore/engine/flushers"
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/checkpoint"
@@ -61,8 +62,9 @@ type Engine struct {
 	reader  *reader.Reader
 	offsets *reader.ConsumerOffsets
 
-	retention *retention // retention.go: deletes old files, refuses writes on a full disk
-	noSpace   noSpace    // nospace.go: refuses writes while dispatch waits for disk space
+	// retention deletes old files and refuses writes on a full disk, or while dispatch waits
+	// for disk space (engine/retention; the appender's Gate).
+	retention *retention.Stage
 
 	syncMetrics *syncMetrics // metrics.go: sync latency and size histograms, fed by OnSync
 
@@ -96,10 +98,10 @@ func Open(opts Options) (_ *Engine, err error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	e := &Engine{opts: opts}
-	if e.retention, err = newRetention(e); err != nil {
+	if err := opts.Retention().Validate(); err != nil {
 		return nil, err
 	}
+	e := &Engine{opts: opts}
 	fsys := opts.FS
 	if err := fsys.MkdirAll(opts.Dir); err != nil {
 		return nil, err
@@ -176,6 +178,9 @@ func Open(opts Options) (_ *Engine, err error) {
 	end := e.log.MaxOffset()
 	e.written, e.durable, e.dispatched = stages.NewWatermark(end), stages.NewWatermark(end), stages.NewWatermark(end)
 	e.reader = reader.New(e.log, e.cq, e.index, e.dispatched, opts.StoreHost)
+	if err := e.newRetention(); err != nil { // retention.go
+		return nil, err
+	}
 	ckp := e.checkpointer()
 	// From here on every record carries the whole-record CRC, unless turned off; a store that
 	// already had it from an earlier offset keeps that one.
@@ -217,20 +222,12 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		e.flusher.Mode = flushers.Async
 		limit, level = e.written, e.written
 	}
-	e.noSpace.log = o.Logger.With().Str("stage", "dispatch").Logger()
-	e.noSpace.changed = func(full bool) {
-		if full {
-			e.retention.kick()
-		} else {
-			e.retention.checkDisk(o.Now())
-		}
-	}
 	// The appender hands each round's records to dispatch, which then need not read them back.
 	// 256 Ki records (about 16 MiB) are far more than dispatch lags by in steady state; a full
 	// feed only drops rounds, which dispatch reads from the log.
 	feed := stages.NewDispatchFeed(256 << 10)
 	e.dispatcher = &dispatch.Dispatcher{Log: e.log, Builder: e.builder, Limit: limit, Dispatched: e.dispatched,
-		NoSpace: e.noSpace.set, Feed: feed}
+		NoSpace: e.retention.NoSpace, Feed: feed}
 	dedupeMax := o.DedupeMax
 	if dedupeMax < 0 {
 		dedupeMax = 0
@@ -239,9 +236,9 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		Log: e.log, In: e.in, Out: acks, Written: e.written, Dispatched: e.dispatched,
 		MaxLag: o.MaxDispatchLag, MaxBatch: o.MaxAppendBatch, NextOffsets: next, StartOffset: e.starts.start,
 		DedupeWindow: o.DedupeWindow, DedupeMax: dedupeMax, Kick: kick, Now: o.Now,
-		Gate: engineGate{e}, Feed: feed, MaxQueueOffset: e.cq.MaxQueueOffset(),
+		Gate: e.retention, Feed: feed, MaxQueueOffset: e.cq.MaxQueueOffset(),
 	})
-	e.retention.checkDisk(o.Now()) // before the first batch: a full disk refuses from the start
+	e.retention.CheckDisk(o.Now()) // before the first batch: a full disk refuses from the start
 	alloc := &appender.Allocator{Prepare: e.log.PrepareNext, Kick: kick, Log: o.Logger.With().Str("stage", "allocate").Logger()}
 	if o.MmapWrites && !o.NoPrefault {
 		alloc.Warm = e.log.WarmActive
@@ -272,7 +269,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		return e.appender.Run(ctx)
 	})
 	e.group.Go("offsets", func(ctx context.Context) error { return e.persistOffsets(ctx, o.OffsetPersistInterval) })
-	e.group.Go("retention", e.retention.run)
+	e.group.Go("retention", e.retention.Run)
 }
 
 func (e *Engine) checkpointer() *flushers.Checkpointer {
@@ -286,7 +283,7 @@ func (e *Engine) checkpointer() *flushers.Checkpointer {
 		Logger: o.Logger.With().Str("stage", "checkpoint").Logger(),
 		Saved: func(cp checkpoint.Checkpoint) {
 			e.sealed.Store(cp.Ext.DurableOffset)
-			e.retention.checkpointed(cp) // retention deletes only below the last checkpoint
+			e.retention.Checkpointed(cp) // retention deletes only below the last checkpoint
 		},
 	}
 	if e.index != nil {

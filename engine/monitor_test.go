@@ -387,7 +387,7 @@ func TestMonitorServed(t *testing.T) {
 
 	// A full disk: not ready, and the refused message is counted by its code.
 	fs.pct.Store(91)
-	srv.Engine.retention.checkDisk(clock.Now())
+	srv.Engine.retention.CheckDisk(clock.Now())
 	expectGet(t, m, "/readyz", http.StatusServiceUnavailable, "refusing writes: engine: disk use 91% is above the 90% limit")
 	expectGet(t, m, "/healthz", http.StatusOK, "ok")
 	if _, err := request(t, nc, "orders", []byte("refused")); replyCode(t, err) != ingress.CodeDiskFull {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"sync"
 	"time"
 
 	appender "github.com/rocketstore/engine/append"
@@ -208,6 +209,44 @@ func recoveredTimestamp(cp checkpoint.Checkpoint, now int64) int64 {
 		return 0
 	}
 	return ts
+}
+
+// unitVerifier is recovery's check of a ConsumeQueue unit below from after an unclean exit
+// (see consumequeue.TruncateUnverified): a unit must match the CommitLog record it names. A
+// unit that names a record retention deleted (below the log's start) cannot be read back; it
+// is kept as long as it is not where re-dispatch will build a unit anyway. Retention deletes
+// only records whose units a checkpoint had flushed, so such units are on disk whole; only
+// units written after the last checkpoint, for records at or past from, can be torn into
+// garbage, and those sit at or past the first queue offset the records from from on take.
+func (e *Engine) unitVerifier(from int64) func(*consumequeue.ConsumeQueue, int64, consumequeue.Unit) bool {
+	start := e.log.MinOffset()
+	var once sync.Once
+	var first map[appender.QueueKey]int64 // each queue's lowest queue offset among records from from on
+	return func(cq *consumequeue.ConsumeQueue, n int64, u consumequeue.Unit) bool {
+		if u.Phys >= start {
+			return e.unitMatchesRecord(cq, n, u)
+		}
+		size := e.log.FileSize()
+		if !u.Valid() || u.End() > start || u.Phys%size+int64(u.Size) > size {
+			return false // no record could be there
+		}
+		once.Do(func() {
+			first = make(map[appender.QueueKey]int64)
+			// The scan ends at the first invalid record: where recovery will cut the log.
+			e.log.Each(max(from, start), e.log.MaxOffset(), commitlog.Check{}, func(_ int64, v commitlog.View) error {
+				if tx := v.TransactionType(); tx != commitlog.TxNotType && tx != commitlog.TxCommit {
+					return nil // prepared and rolled back records get no unit
+				}
+				k := appender.QueueKey{Topic: string(v.Topic()), QueueID: v.QueueID()}
+				if q, ok := first[k]; !ok || v.QueueOffset() < q {
+					first[k] = v.QueueOffset()
+				}
+				return nil
+			})
+		})
+		k, ok := first[appender.QueueKey{Topic: cq.Topic(), QueueID: cq.QueueID()}]
+		return !ok || n < k
+	}
 }
 
 // unitMatchesRecord says whether unit n of cq names a record of that queue at that offset.

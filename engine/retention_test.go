@@ -23,7 +23,7 @@ import (
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
-// Retention tests drive passes directly (retention.pass with the store clock) on a fake clock
+// Retention tests drive passes directly (Stage.Pass with the store clock) on a fake clock
 // and a disk use they set, so nothing waits on time: the stage's own timers are pushed out of
 // the way with an hour-long CleanInterval and CleanFirstDelay.
 
@@ -166,7 +166,7 @@ func deletedNames(res RetentionResult) []string {
 
 func mustPass(t *testing.T, e *Engine, now time.Time) RetentionResult {
 	t.Helper()
-	res, err := e.retention.pass(now, false)
+	res, err := e.retention.Pass(now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -712,38 +712,12 @@ func retentionThenCrash(t *testing.T, ckpt string, seed uint64) {
 	}
 }
 
-func TestParseHours(t *testing.T) {
-	h, err := parseHours("04; 16;;0")
-	if err != nil || !h[4] || !h[16] || !h[0] || h[5] {
-		t.Fatalf("%v %v", h, err)
-	}
-	for _, bad := range []string{"24", "4pm", "-1", "04,16"} {
-		if _, err := parseHours(bad); err == nil {
-			t.Fatalf("%q accepted", bad)
-		}
-	}
+// TestOpenRefusesBadDeleteWhen: the settings are checked before anything is opened.
+func TestOpenRefusesBadDeleteWhen(t *testing.T) {
 	o := testOptions(t, t.TempDir())
 	o.DeleteWhen = "25"
 	if _, err := Open(o); err == nil || !strings.Contains(err.Error(), "DeleteWhen") {
 		t.Fatalf("open with DeleteWhen 25: %v", err)
-	}
-}
-
-func TestUsedPercent(t *testing.T) {
-	for _, c := range []struct {
-		u    vfs.Usage
-		want int
-	}{
-		{vfs.Usage{Total: 100, Free: 100, Avail: 100}, 0},
-		{vfs.Usage{Total: 100, Free: 10, Avail: 10}, 90},
-		{vfs.Usage{Total: 1000, Free: 99, Avail: 99}, 91},   // 90.1% rounds up
-		{vfs.Usage{Total: 100, Free: 10, Avail: 5}, 95},     // reserved blocks count as used: 90/95
-		{vfs.Usage{Total: 1 << 62, Free: 0, Avail: 0}, 100}, // no overflow
-		{vfs.Usage{}, 0},
-	} {
-		if got := usedPercent(c.u); got != c.want {
-			t.Fatalf("%+v: %d%%, want %d%%", c.u, got, c.want)
-		}
 	}
 }
 
