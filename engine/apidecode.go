@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/engine/replay"
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 )
@@ -18,13 +19,6 @@ import (
 // ids, groups and subjects: a topic is a RocketMQ topic (commitlog.ValidateTopic, so never a
 // path: no '.', '/', '\' or NUL), and nothing a request holds is ever used as a file name
 // without that check. The handlers call them first; FuzzAPIRequest calls them directly.
-
-// maxSubjectLen bounds the subjects the engine publishes to because a request named them (a
-// replay's subject, a pull's reply subject). The server closes a connection that sends a
-// protocol line longer than its max_control_line (4 KiB by default), and that connection is the
-// engine's: a subject near that length, plus the reply subject the engine adds, would cut the
-// engine off NATS at the request of any client.
-const maxSubjectLen = 1024
 
 // checkRequestTopic: a topic is required and must be a valid RocketMQ topic.
 func checkRequestTopic(topic string) error {
@@ -187,35 +181,35 @@ func decodeFetch(data []byte) (api.FetchRequest, error) {
 // maxAckWaitMs is the largest ackWaitMs whose duration fits a time.Duration.
 const maxAckWaitMs = math.MaxInt64 / int64(time.Millisecond)
 
-// decodeReplay decodes a replay request into the engine's ReplayRequest (without its connection
+// decodeReplay decodes a replay request into the engine's replay.Request (without its connection
 // and headers, which the service adds) and checks it as far as it can be without the store
-// (checkReplay), refusing a subject under the API's prefix.
-func decodeReplay(data []byte, prefix string) (ReplayRequest, error) {
+// (replay.Check), refusing a subject under the API's prefix.
+func decodeReplay(data []byte, prefix string) (replay.Request, error) {
 	var r api.ReplayRequest
 	if err := decodeRequest(data, &r); err != nil {
-		return ReplayRequest{}, err
+		return replay.Request{}, err
 	}
 	if r.Subject == prefix || strings.HasPrefix(r.Subject, prefix+".") {
-		return ReplayRequest{}, badRequest{fmt.Errorf("subject %q is under the read API's prefix", r.Subject)}
+		return replay.Request{}, badRequest{fmt.Errorf("subject %q is under the read API's prefix", r.Subject)}
 	}
 	if r.AckWaitMs < 0 || r.AckWaitMs > maxAckWaitMs {
-		return ReplayRequest{}, badRequest{fmt.Errorf("ackWaitMs %d: want 0 to %d", r.AckWaitMs, maxAckWaitMs)}
+		return replay.Request{}, badRequest{fmt.Errorf("ackWaitMs %d: want 0 to %d", r.AckWaitMs, maxAckWaitMs)}
 	}
-	req := ReplayRequest{
+	req := replay.Request{
 		Subject: r.Subject, Topic: r.Topic, Queues: r.Queues, StartOffset: r.StartOffset,
 		StartTime: r.StartTime, Tags: r.Tags, MaxInFlight: r.MaxInFlight,
 		AckWait: time.Duration(r.AckWaitMs) * time.Millisecond, MaxDeliver: r.MaxDeliver, Rate: r.Rate,
 	}
 	switch r.Mode {
 	case "", api.ReplayAcked:
-		req.Mode = ReplayAcked
+		req.Mode = replay.Acked
 	case api.ReplayPaced:
-		req.Mode = ReplayPaced
+		req.Mode = replay.Paced
 	default:
-		return ReplayRequest{}, badRequest{fmt.Errorf("mode %q: want %q or %q", r.Mode, api.ReplayAcked, api.ReplayPaced)}
+		return replay.Request{}, badRequest{fmt.Errorf("mode %q: want %q or %q", r.Mode, api.ReplayAcked, api.ReplayPaced)}
 	}
-	if err := checkReplay(&req); err != nil {
-		return ReplayRequest{}, err
+	if err := replay.Check(&req); err != nil {
+		return replay.Request{}, err
 	}
 	return req, nil
 }

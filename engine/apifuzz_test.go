@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/engine/replay"
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 )
@@ -159,9 +160,9 @@ func checkDecoded(t *testing.T, endpoint string, data []byte, req any) {
 		if r.QueueID < 0 {
 			fail("a negative queue id")
 		}
-	case ReplayRequest:
+	case replay.Request:
 		topic(r.Topic)
-		if !validPublishSubject(r.Subject) || len(r.Subject) > maxSubjectLen ||
+		if !replay.ValidSubject(r.Subject) || len(r.Subject) > replay.MaxSubjectLen ||
 			r.Subject == api.DefaultPrefix || strings.HasPrefix(r.Subject, api.DefaultPrefix+".") {
 			fail("a subject the engine must not publish to")
 		}
@@ -169,7 +170,7 @@ func checkDecoded(t *testing.T, endpoint string, data []byte, req any) {
 			r.AckWait <= 0 || r.MaxDeliver <= 0 {
 			fail("a field out of range")
 		}
-		if r.Mode == ReplayPaced && !(r.Rate > 0) {
+		if r.Mode == replay.Paced && !(r.Rate > 0) {
 			fail("a paced replay without a rate")
 		}
 		for _, q := range r.Queues {

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
+
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/engine/replay"
 	"github.com/rocketstore/engine/internal/reader"
 )
 
@@ -262,33 +264,35 @@ func (s *apiService) handleReplay(req micro.Request) {
 	// The plan goes out before the first message: both go on this connection, in order. The
 	// goroutine is bounded by replays; stop waits for it through inflight.
 	s.respond(req, plan, nil)
-	go pprof.Do(s.ctx, pprof.Labels("stage", "api", "replay", r.req.ID), func(ctx context.Context) {
+	rq := r.Request()
+	go pprof.Do(s.ctx, pprof.Labels("stage", "api", "replay", rq.ID), func(ctx context.Context) {
 		defer s.leave()
 		defer func() { <-s.replays }()
-		res, err := r.run(ctx)
+		res, err := r.Run(ctx)
 		ev := s.log.Info()
 		if err != nil {
 			ev = s.log.Warn().Err(err)
 		}
-		ev.Str("replay", res.ID).Str("topic", r.req.Topic).Str("subject", r.req.Subject).
+		ev.Str("replay", res.ID).Str("topic", rq.Topic).Str("subject", rq.Subject).
 			Int64("sent", res.Sent).Int64("redelivered", res.Redelivered).Msg("replay ended")
 	})
 }
 
 // planReplay decodes a replay request and prepares it (capturing the stop offsets).
-func (s *apiService) planReplay(data []byte) (*replay, []byte, error) {
+func (s *apiService) planReplay(data []byte) (*replay.Replay, []byte, error) {
 	req, err := decodeReplay(data, s.prefix)
 	if err != nil {
 		return nil, nil, err
 	}
-	req.Conn, req.KeysHeader, req.TagsHeader, req.onWindowFull = s.nc, s.keys, s.tags, hook(&s.replayFull)
-	rp, err := s.e.prepareReplay(req)
+	req.Conn, req.KeysHeader, req.TagsHeader, req.OnWindowFull = s.nc, s.keys, s.tags, hook(&s.replayFull)
+	rp, err := replay.Prepare(s.e, req)
 	if err != nil {
 		return nil, nil, err
 	}
-	out := api.ReplayReply{ReplayID: rp.req.ID, Subject: rp.req.Subject, Mode: rp.req.Mode.String(),
-		MaxCount: rp.plannedCount(), Queues: make([]api.ReplayQueue, 0, len(rp.queues))}
-	for _, q := range rp.queues {
+	rq := rp.Request()
+	out := api.ReplayReply{ReplayID: rq.ID, Subject: rq.Subject, Mode: rq.Mode.String(),
+		MaxCount: rp.PlannedCount(), Queues: make([]api.ReplayQueue, 0, len(rp.Queues()))}
+	for _, q := range rp.Queues() {
 		out.Queues = append(out.Queues, api.ReplayQueue{QueueID: q.QueueID, StartOffset: q.Start, StopOffset: q.Stop})
 	}
 	plan, err := marshal(out)

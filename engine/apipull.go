@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/engine/replay"
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages/ingress"
@@ -141,16 +142,16 @@ func (p *pullHeader) build(m *ReadMessage) {
 			p.set(p.tags, value)
 			continue
 		}
-		if base, ok := valueSuffixBase(name); ok {
+		if base, ok := replay.ValueSuffixBase(name); ok {
 			name = base // the k-th value of header base
 		}
-		if ingress.ReservedProperty(name) || !validHeaderName(name) {
+		if ingress.ReservedProperty(name) || !replay.ValidHeaderName(name) {
 			continue // set by the store, or a name NATS cannot carry
 		}
 		p.add(name, value)
 	}
 	if uniq != "" {
-		if fromNATS && !generatedUniqKey(uniq, m.BornTimestamp) {
+		if fromNATS && !replay.GeneratedUniqKey(uniq, m.BornTimestamp) {
 			p.set(nats.MsgIdHdr, uniq)
 		} else {
 			p.set(api.HeaderUniqKey, uniq)
@@ -182,11 +183,11 @@ func (s *apiService) handlePull(req micro.Request) {
 		s.leave()
 		return
 	}
-	if err == nil && len(reply) > maxSubjectLen {
+	if err == nil && len(reply) > replay.MaxSubjectLen {
 		// Each pulled message goes to reply with a reply subject of its own: the protocol line
 		// would be longer than the request's, and past the server's max_control_line the server
 		// closes the engine's connection. The error alone (no reply subject) fits.
-		err = badRequest{fmt.Errorf("reply subject of %d bytes: at most %d for a pull", len(reply), maxSubjectLen)}
+		err = badRequest{fmt.Errorf("reply subject of %d bytes: at most %d for a pull", len(reply), replay.MaxSubjectLen)}
 	}
 	if err != nil {
 		s.pullRefused(req, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/engine/replay"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -23,19 +24,14 @@ import (
 // api.Consumer. No sleeps: every wait is for a reply or a channel, bounded by serveTimeout.
 
 // replayHeader is the header a replay would send for the message msgID, without the replay's
-// own and position headers: what a pulled message's header must be.
+// own and position headers (replay.Headers): what a pulled message's header must be.
 func replayHeader(t *testing.T, e *Engine, msgID string) nats.Header {
 	t.Helper()
 	m, err := e.Lookup(msgID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replay{req: ReplayRequest{KeysHeader: ingress.DefaultKeysHeader, TagsHeader: ingress.DefaultTagsHeader, ID: "x"}}
-	h := r.natsMsg(&m, 1, 0).Header
-	for _, k := range []string{api.HeaderTopic, api.HeaderQueueID, api.HeaderQueueOffset, api.HeaderMsgID,
-		api.HeaderStoreTimestamp, api.HeaderReplayID, api.HeaderReplaySeq} {
-		delete(h, k)
-	}
+	h := replay.Headers(&m, ingress.DefaultKeysHeader, ingress.DefaultTagsHeader)
 	for _, vs := range h {
 		for i, v := range vs {
 			vs[i] = strings.TrimSpace(v) // as NATS carries them

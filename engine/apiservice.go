@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/engine/replay"
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages"
@@ -115,7 +116,7 @@ func startAPI(e *Engine, nc *nats.Conn, nopts NATSOptions, parts *ingress.Partit
 		polls:   make(chan struct{}, cmpOrInt(nopts.MaxLongPolls, DefaultMaxLongPolls)),
 		replays: make(chan struct{}, cmpOrInt(nopts.MaxReplays, DefaultMaxReplays)),
 	}
-	if !validPublishSubject(s.prefix) {
+	if !replay.ValidSubject(s.prefix) {
 		return nil, fmt.Errorf("read API: prefix %q is not a subject without wildcards", s.prefix)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())

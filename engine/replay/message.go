@@ -1,4 +1,4 @@
-package engine
+package replay
 
 import (
 	"context"
@@ -8,32 +8,34 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
-// replaySource reads the queues of a replay in small batches and merges them in CommitLog
+// source reads the queues of a replay in small batches and merges them in CommitLog
 // order. Owned by the replay's goroutine.
-type replaySource struct {
-	e          *Engine
+type source struct {
+	store      Store
 	topic      string
 	tags       []string
 	batchBytes int
-	queues     []*replayQueue
+	queues     []*queue
 }
 
-// replayQueue is one queue's read position and its batch not sent yet.
-type replayQueue struct {
+// queue is one queue's read position and its batch not sent yet.
+type queue struct {
 	id         int32
 	next, stop int64
-	buf        []ReadMessage
+	buf        []reader.Message
 }
 
 // next returns the message with the lowest CommitLog offset among the queues' heads, nil once
 // every queue reached its stop offset. The message stays valid after later calls.
-func (s *replaySource) next(ctx context.Context) (*ReadMessage, error) {
-	var best *replayQueue
+func (s *source) next(ctx context.Context) (*reader.Message, error) {
+	var best *queue
 	for _, q := range s.queues {
 		if err := s.fill(ctx, q); err != nil {
 			return nil, err
@@ -52,12 +54,12 @@ func (s *replaySource) next(ctx context.Context) (*ReadMessage, error) {
 
 // fill reads q's next batch when its buffer is empty and it has not reached its stop offset.
 // Units filtered out or whose records retention deleted are skipped.
-func (s *replaySource) fill(ctx context.Context, q *replayQueue) error {
+func (s *source) fill(ctx context.Context, q *queue) error {
 	for len(q.buf) == 0 && q.next < q.stop { // each round moves next up, or ends the queue
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		res, err := s.e.Get(ctx, GetRequest{
+		res, err := s.store.Get(ctx, reader.GetRequest{
 			Topic: s.topic, QueueID: q.id, Offset: q.next, Max: replayBatch, MaxBytes: s.batchBytes, Tags: s.tags,
 		})
 		if err != nil {
@@ -78,9 +80,12 @@ func (s *replaySource) fill(ctx context.Context, q *replayQueue) error {
 	return nil
 }
 
-// natsMsg rebuilds the NATS message of m: its body, its original headers from the properties,
-// and the replay's headers. redelivered > 0 marks a message sent again.
-func (r *replay) natsMsg(m *ReadMessage, seq int64, redelivered int) *nats.Msg {
+// Headers rebuilds the original NATS headers of m from its properties: the subject it came on
+// (Rs-Subject), its id (Nats-Msg-Id, or Rs-Uniq-Key for an id ingress generated or one not from
+// NATS), KEYS and TAGS under keysHeader and tagsHeader, and every other header ingress stored,
+// in order; properties the store sets and names NATS cannot carry are left out. The read API's
+// pull rebuilds the same headers in place (its tests compare the two).
+func Headers(m *reader.Message, keysHeader, tagsHeader string) nats.Header {
 	h := nats.Header{}
 	fromNATS := false
 	uniq := ""
@@ -100,27 +105,34 @@ func (r *replay) natsMsg(m *ReadMessage, seq int64, redelivered int) *nats.Msg {
 			uniq = value
 			continue
 		case commitlog.PropKeys:
-			h.Set(r.req.KeysHeader, value)
+			h.Set(keysHeader, value)
 			continue
 		case commitlog.PropTags:
-			h.Set(r.req.TagsHeader, value)
+			h.Set(tagsHeader, value)
 			continue
 		}
-		if base, ok := valueSuffixBase(name); ok {
+		if base, ok := ValueSuffixBase(name); ok {
 			name = base // the k-th value of header base
 		}
-		if ingress.ReservedProperty(name) || !validHeaderName(name) {
+		if ingress.ReservedProperty(name) || !ValidHeaderName(name) {
 			continue // set by the store, or a name NATS cannot carry
 		}
 		h.Add(name, value)
 	}
 	if uniq != "" {
-		if fromNATS && !generatedUniqKey(uniq, m.BornTimestamp) {
+		if fromNATS && !GeneratedUniqKey(uniq, m.BornTimestamp) {
 			h.Set(nats.MsgIdHdr, uniq)
 		} else {
 			h.Set(api.HeaderUniqKey, uniq)
 		}
 	}
+	return h
+}
+
+// natsMsg rebuilds the NATS message of m: its body, its original headers (Headers), and the
+// replay's headers. redelivered > 0 marks a message sent again.
+func (r *Replay) natsMsg(m *reader.Message, seq int64, redelivered int) *nats.Msg {
+	h := Headers(m, r.req.KeysHeader, r.req.TagsHeader)
 	h.Set(api.HeaderTopic, m.Topic)
 	h.Set(api.HeaderQueueID, strconv.Itoa(int(m.QueueID)))
 	h.Set(api.HeaderQueueOffset, strconv.FormatInt(m.QueueOffset, 10))
@@ -135,7 +147,7 @@ func (r *replay) natsMsg(m *ReadMessage, seq int64, redelivered int) *nats.Msg {
 }
 
 // endMsg is the end message: no body, Rs-Replay-End: true, the count, and the error if any.
-func (r *replay) endMsg(seq, count int64, errText string) *nats.Msg {
+func (r *Replay) endMsg(seq, count int64, errText string) *nats.Msg {
 	h := nats.Header{}
 	h.Set(api.HeaderReplayID, r.req.ID)
 	h.Set(api.HeaderReplaySeq, strconv.FormatInt(seq, 10))
@@ -147,9 +159,9 @@ func (r *replay) endMsg(seq, count int64, errText string) *nats.Msg {
 	return &nats.Msg{Subject: r.req.Subject, Header: h}
 }
 
-// valueSuffixBase splits "name#k" (k digits, k >= 2), the form ingress stores a header's k-th
+// ValueSuffixBase splits "name#k" (k digits, k >= 2), the form ingress stores a header's k-th
 // value in, into name.
-func valueSuffixBase(name string) (string, bool) {
+func ValueSuffixBase(name string) (string, bool) {
 	i := len(name)
 	for i > 0 && '0' <= name[i-1] && name[i-1] <= '9' {
 		i--
@@ -160,9 +172,9 @@ func valueSuffixBase(name string) (string, bool) {
 	return name[:i-1], true
 }
 
-// validHeaderName is nats.go's rule for header names (printable ASCII but for a few separators);
+// ValidHeaderName is nats.go's rule for header names (printable ASCII but for a few separators);
 // nats.go refuses to publish a message with any other.
-func validHeaderName(name string) bool {
+func ValidHeaderName(name string) bool {
 	if name == "" {
 		return false
 	}
@@ -175,11 +187,11 @@ func validHeaderName(name string) bool {
 	return true
 }
 
-// generatedUniqKey says key has the form of a UNIQ_KEY that ingress generated for a message
+// GeneratedUniqKey says key has the form of a UNIQ_KEY that ingress generated for a message
 // without Nats-Msg-Id (commitlog.UniqKeyGen: 32 or 56 uppercase hex digits, ending in the ms
 // since the start of the month and a counter) made within a minute of bornMs, when ingress took
 // the message. A Nats-Msg-Id that happens to pass is replayed as Rs-Uniq-Key: the safe side.
-func generatedUniqKey(key string, bornMs int64) bool {
+func GeneratedUniqKey(key string, bornMs int64) bool {
 	if len(key) != 32 && len(key) != 56 {
 		return false
 	}
