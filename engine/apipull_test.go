@@ -275,7 +275,7 @@ func TestPullLongPoll(t *testing.T) {
 	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1, MaxLongPolls: 1})
 	first := a.store(t, apiMsg("poll.me", 0))
 	polling := make(chan struct{}, 1)
-	a.api.setPolling(func() { polling <- struct{}{} })
+	a.api.OnPoll(func() { polling <- struct{}{} })
 	type result struct {
 		r   *api.PullResult
 		err error
@@ -330,7 +330,7 @@ func TestPullConsumerFollowsHead(t *testing.T) {
 	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1})
 	first := a.store(t, apiMsg("poll.me", 0))
 	polls := make(chan struct{}, 8)
-	a.api.setPolling(func() { polls <- struct{}{} })
+	a.api.OnPoll(func() { polls <- struct{}{} })
 	k := a.client.NewConsumer(api.ConsumerConfig{Topic: first.Topic, WaitMs: api.MaxWaitMs})
 	defer k.Close()
 	b, err := k.Next(a.ctx)
@@ -356,7 +356,7 @@ func TestPullShutdownAnswersLongPolls(t *testing.T) {
 	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1})
 	ack := a.store(t, apiMsg("poll.me", 0))
 	polling := make(chan struct{}, 1)
-	a.api.setPolling(func() { polling <- struct{}{} })
+	a.api.OnPoll(func() { polling <- struct{}{} })
 	waited := make(chan error, 1)
 	go func() {
 		_, err := a.client.Pull(a.ctx, api.PullRequest{Topic: ack.Topic, Offset: 1, WaitMs: api.MaxWaitMs})

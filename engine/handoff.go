@@ -33,7 +33,7 @@ func (s *Server) ReleasePartition(ctx context.Context, p int) (PartitionEnds, er
 		return nil, err
 	}
 	if s.api != nil {
-		s.api.unservePartition(p)
+		s.api.UnservePartition(p)
 	}
 	end := s.Engine.Offsets().Written
 	if err := s.Engine.Sync(ctx); err != nil {
@@ -75,7 +75,7 @@ func (s *Server) AcquirePartition(ctx context.Context, p int, ends PartitionEnds
 		}
 	}
 	if s.api != nil {
-		if err := s.api.servePartition(p); err != nil {
+		if err := s.api.ServePartition(p); err != nil {
 			return err
 		}
 	}

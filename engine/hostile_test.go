@@ -581,7 +581,7 @@ func apiReplyCode(m *nats.Msg) (int, string) {
 func microErrors(t *testing.T, s *served) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	for _, e := range s.api.svc.Stats().Endpoints {
+	for _, e := range s.api.Stats().Endpoints {
 		out[e.Name] = e.NumErrors
 	}
 	if len(out) == 0 {

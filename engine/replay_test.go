@@ -99,7 +99,7 @@ func TestReplayAckedFlowControl(t *testing.T) {
 	const n, window = 40, 8
 	acks, sent := a.storeSpread(t, "orders.eu", n)
 	full := make(chan struct{}, 1)
-	a.api.setReplayFull(func() {
+	a.api.OnReplayWindowFull(func() {
 		select {
 		case full <- struct{}{}:
 		default:

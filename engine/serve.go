@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/rocketstore/engine/engine/readapi"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages/ingress"
 )
@@ -37,7 +38,7 @@ type Server struct {
 	// connClosed is closed when conn closes (ClosedHandler).
 	connClosed chan struct{}
 	ing        *ingress.Ingress
-	api        *apiService // nil with NoReadAPI
+	api        *readapi.Service // nil with NoReadAPI
 	runErr     chan error
 	opts       NATSOptions
 	// stopOnce makes Shutdown and Abort safe to call more than once (and both): the first call
@@ -119,7 +120,7 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 	if !nopts.NoReadAPI {
 		// After ingress: under partitioned ingest the API serves the partitions ingress owns,
 		// which move (ingress.Partitions).
-		if s.api, err = startAPI(s.Engine, s.conn, nopts, s.ing.Partitions(), log); err != nil {
+		if err := s.startReadAPI(nopts, log); err != nil {
 			return nil, err
 		}
 	}
@@ -162,6 +163,31 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 	log.Info().Str("nats", s.conn.ConnectedUrlRedacted()).Strs("subjects", s.subjects()).Str("store", opts.Dir).
 		Str("flush", opts.FlushMode.String()).Msg("engine running")
 	return s, nil
+}
+
+// startReadAPI starts the read API (engine/readapi) on the engine's connection.
+func (s *Server) startReadAPI(nopts NATSOptions, log zerolog.Logger) (err error) {
+	o := s.Engine.opts
+	cfg := readapi.Config{
+		Prefix: nopts.APIPrefix, KeysHeader: nopts.KeysHeader, TagsHeader: nopts.TagsHeader,
+		MaxLongPolls: nopts.MaxLongPolls, MaxReplays: nopts.MaxReplays, Version: nopts.Version,
+		Metadata: map[string]string{"store_dir": o.Dir, "flush_mode": o.FlushMode.String(),
+			"store_host": o.StoreHost.String(), "index": strconv.FormatBool(!o.NoIndex)},
+		Unavailable: []error{ErrClosed}, Logger: log,
+	}
+	if parts := s.ing.Partitions(); parts != nil {
+		cfg.PartitionCount, cfg.Owned = parts.Count, parts.OwnedNow
+	}
+	s.api, err = readapi.Start(s.Engine, s.conn, cfg)
+	return err
+}
+
+// apiExcluded is ingress's Exclude for the read API's subjects (nil without the API).
+func apiExcluded(nopts NATSOptions) func(string) bool {
+	if nopts.NoReadAPI {
+		return nil
+	}
+	return readapi.Excluded(nopts.APIPrefix)
 }
 
 // checkConnFiles checks that the files the connection options name can be read, so that a
@@ -420,7 +446,7 @@ func (s *Server) abort() error {
 	}
 	s.endOwnership()
 	if s.api != nil {
-		s.api.stop()
+		s.api.Stop()
 	}
 	// Ingress runs in the engine's group: the abort cancels it, and Abort waits for it.
 	err := s.Engine.Abort()
@@ -437,7 +463,7 @@ func (s *Server) abort() error {
 func (s *Server) closeAll() error {
 	var errs []error
 	if s.api != nil {
-		s.api.stop()
+		s.api.Stop()
 	}
 	if s.Engine != nil {
 		// Its group ends with the batched-ack tracker's last acks, once everything is drained.

@@ -74,3 +74,10 @@ func (s *Server) claimOwnership(ctx context.Context, nopts NATSOptions) (*ingres
 	}
 	return parts, nil, nil
 }
+
+func cmpOrInt(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}

@@ -1,4 +1,4 @@
-package engine
+package readapi
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/rocketstore/engine/engine/api"
-	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/internal/reader"
 )
 
 // The read API under partitioned ingest (docs/SCALE-OUT.md, "Reads"). Every engine registers the
@@ -30,8 +30,7 @@ var partitionEndpoints = []string{api.EndpointGet, api.EndpointPull, api.Endpoin
 
 // addPartitionEndpoints registers the fan-out endpoints and subscribes the per-partition subjects
 // of the partitions owned now.
-func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Partitions) error {
-	s.parts = parts
+func (s *Service) addPartitionEndpoints(svc micro.Service) error {
 	// On its partition's subject, a queue the owner does not have is one that has no message
 	// yet: get, pull and offset_for_time answer it as empty, not as unknown (servedPartition).
 	s.partHandlers = map[string]micro.HandlerFunc{
@@ -39,8 +38,8 @@ func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Par
 		api.EndpointOffsetForTime: s.handleOffsetForTime, api.EndpointQuery: s.inline(s.query),
 	}
 	s.partSubs = map[int][]*nats.Subscription{}
-	for _, p := range parts.OwnedNow() {
-		if err := s.servePartition(p); err != nil {
+	for _, p := range s.cfg.Owned() {
+		if err := s.ServePartition(p); err != nil {
 			return err
 		}
 	}
@@ -84,7 +83,7 @@ func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Par
 			}
 			defer s.leave()
 			out, err := ep.op(req.Data())
-			if err != nil && ep.empty != nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnknownQueue)) {
+			if err != nil && ep.empty != nil && (errors.Is(err, reader.ErrNotFound) || errors.Is(err, reader.ErrUnknownQueue)) {
 				out, err = ep.empty(req.Data())
 			}
 			s.respond(req, out, err, covered)
@@ -99,7 +98,7 @@ func (s *apiService) addPartitionEndpoints(svc micro.Service, parts *ingress.Par
 
 // offsetsForTime answers, for every queue of the topic here, the first offset at or after the
 // time (the fan-out "by time").
-func (s *apiService) offsetsForTime(data []byte) ([]byte, error) {
+func (s *Service) offsetsForTime(data []byte) ([]byte, error) {
 	r, err := decodeOffsetsForTime(data)
 	if err != nil {
 		return nil, err
@@ -120,18 +119,18 @@ func (s *apiService) offsetsForTime(data []byte) ([]byte, error) {
 }
 
 // covered are the headers of a fan-out answer: the partitions owned now.
-func (s *apiService) covered() micro.Headers {
+func (s *Service) covered() micro.Headers {
 	return micro.Headers{
-		api.HeaderPartitions:     {formatPartitions(s.parts.OwnedNow())},
-		api.HeaderPartitionCount: {strconv.Itoa(s.parts.Count)},
+		api.HeaderPartitions:     {formatPartitions(s.cfg.Owned())},
+		api.HeaderPartitionCount: {strconv.Itoa(s.cfg.PartitionCount)},
 	}
 }
 
-// servePartition subscribes the per-partition subjects of partition p (queue subscriptions in
+// ServePartition subscribes the per-partition subjects of partition p (queue subscriptions in
 // the service's queue group: an owner and a standby may share them). Plain subscriptions, not
 // micro endpoints: a partition that moves away must stop being served here, and micro cannot
 // remove one endpoint.
-func (s *apiService) servePartition(p int) error {
+func (s *Service) ServePartition(p int) error {
 	s.partMu.Lock()
 	defer s.partMu.Unlock()
 	if _, ok := s.partSubs[p]; ok {
@@ -154,9 +153,9 @@ func (s *apiService) servePartition(p int) error {
 	return s.nc.Flush()
 }
 
-// unservePartition drains the per-partition subscriptions of p (requests under way are
+// UnservePartition drains the per-partition subscriptions of p (requests under way are
 // answered).
-func (s *apiService) unservePartition(p int) {
+func (s *Service) UnservePartition(p int) {
 	s.partMu.Lock()
 	defer s.partMu.Unlock()
 	for _, sub := range s.partSubs[p] {
@@ -192,10 +191,10 @@ func ownsQueue(req micro.Request, queueID int32) bool {
 
 // handleOffsetForTime answers offset_for_time on a partition's subject: 0 for the owner's
 // queue that has no message yet.
-func (s *apiService) handleOffsetForTime(req micro.Request) {
+func (s *Service) handleOffsetForTime(req micro.Request) {
 	s.inline(func(data []byte) ([]byte, error) {
 		out, err := s.offsetForTime(data)
-		if err != nil && errors.Is(err, ErrUnknownQueue) {
+		if err != nil && errors.Is(err, reader.ErrUnknownQueue) {
 			if r, derr := decodeOffsetForTime(data); derr == nil && ownsQueue(req, r.QueueID) {
 				return marshal(api.OffsetForTimeReply{Offset: 0})
 			}

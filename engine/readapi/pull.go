@@ -1,4 +1,4 @@
-package engine
+package readapi
 
 import (
 	"errors"
@@ -114,9 +114,9 @@ func bytesString(b []byte) string {
 }
 
 // build fills the headers of m, the original ones from its properties exactly as a replay
-// rebuilds them (replay.natsMsg, whose helpers it uses; TestPullHeadersMatchReplay keeps the two
+// rebuilds them (replay.Headers, whose helpers it uses; TestPullHeadersMatchReplay keeps the two
 // together), and its reply subject.
-func (p *pullHeader) build(m *ReadMessage) {
+func (p *pullHeader) build(m *reader.Message) {
 	p.reset()
 	fromNATS := false
 	uniq := ""
@@ -169,7 +169,7 @@ func (p *pullHeader) build(m *ReadMessage) {
 
 // handlePull answers a pull inline, or from a long-poll goroutine when it asks to wait and a
 // slot is free.
-func (s *apiService) handlePull(req micro.Request) {
+func (s *Service) handlePull(req micro.Request) {
 	if !s.enter() {
 		s.pullRefused(req, errShuttingDown)
 		return
@@ -216,8 +216,8 @@ func (s *apiService) handlePull(req micro.Request) {
 
 // pullRefused answers a pull refused before reading with its end message, through micro (which
 // counts the error).
-func (s *apiService) pullRefused(req micro.Request, err error) {
-	code := apiCode(err)
+func (s *Service) pullRefused(req micro.Request, err error) {
+	code := s.code(err)
 	s.logRefused(req.Subject(), code, err)
 	h := pullEndHeader(api.StatusError, 0, 0)
 	h.Set(api.HeaderPullErrorCode, strconv.Itoa(code))
@@ -237,15 +237,15 @@ func pullEndHeader(status string, next, count int64) nats.Header {
 
 // pull reads r and sends its messages and then its end message to reply. It never returns an
 // error: a failure is told in the end message. owned: as for get.
-func (s *apiService) pull(r api.PullRequest, reply string, skipWait, owned bool) {
+func (s *Service) pull(r api.PullRequest, reply string, skipWait, owned bool) {
 	maxMsgs := api.PullMax(r.Max)
-	maxBytes := min(cmpOrInt(r.MaxBytes, api.DefaultPullMaxBytes), api.MaxPullMaxBytes)
+	maxBytes := min(orDefault(r.MaxBytes, api.DefaultPullMaxBytes), api.MaxPullMaxBytes)
 	limit := s.replyLimit()
 	ph := newPullHeader(s.keys, s.tags)
 	out := nats.Msg{Subject: reply}
 
 	var (
-		status       ReadStatus
+		status       reader.Status
 		read         bool // a Get returned the queue's bounds: status, lo and hi are set
 		lo, hi       int64
 		next         = r.Offset
@@ -259,7 +259,7 @@ func (s *apiService) pull(r api.PullRequest, reply string, skipWait, owned bool)
 	// Get returns 1024 messages at most: a larger pull takes several, the next one from where
 	// the last ended, until the bounds are reached or a Get finds nothing more now.
 	for count < maxMsgs && bytes < maxBytes {
-		gr := GetRequest{Topic: r.Topic, QueueID: r.QueueID, Offset: next, Max: min(maxMsgs-count, reader.MaxGetMax),
+		gr := reader.GetRequest{Topic: r.Topic, QueueID: r.QueueID, Offset: next, Max: min(maxMsgs-count, reader.MaxGetMax),
 			MaxBytes: maxBytes - bytes, Tags: r.Tags, NoPropertyMap: true, UnknownIsEmpty: owned}
 		if count == 0 {
 			gr.Wait = wait // only while nothing was found
@@ -313,7 +313,7 @@ func (s *apiService) pull(r api.PullRequest, reply string, skipWait, owned bool)
 		failed = errShuttingDown
 	}
 	if failed != nil {
-		code := apiCode(failed)
+		code := s.code(failed)
 		s.logRefused(api.Subject(s.prefix, api.EndpointPull), code, failed)
 		h.Set(api.HeaderPullStatus, api.StatusError)
 		h.Set(api.HeaderPullErrorCode, strconv.Itoa(code))
@@ -328,7 +328,7 @@ func (s *apiService) pull(r api.PullRequest, reply string, skipWait, owned bool)
 
 // pullSend publishes m on out (reused: see the hot path above), without its body when body and
 // headers would exceed the max payload.
-func (s *apiService) pullSend(ph *pullHeader, out *nats.Msg, m *ReadMessage, limit int) error {
+func (s *Service) pullSend(ph *pullHeader, out *nats.Msg, m *reader.Message, limit int) error {
 	ph.build(m)
 	out.Reply, out.Data = ph.reply, m.Body
 	if ph.size+len(m.Body) > limit {

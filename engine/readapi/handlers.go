@@ -1,4 +1,4 @@
-package engine
+package readapi
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // handleGet answers a get inline, or from a long-poll goroutine when it asks to wait and a slot
 // is free.
-func (s *apiService) handleGet(req micro.Request) {
+func (s *Service) handleGet(req micro.Request) {
 	if !s.enter() {
 		s.respond(req, nil, errShuttingDown)
 		return
@@ -52,11 +52,11 @@ func (s *apiService) handleGet(req micro.Request) {
 // get reads (waiting up to r.WaitMs unless skipWait) and encodes the reply within the limit.
 // owned: the request came on the queue's partition subject, so the queue is this engine's and
 // one it does not have is empty.
-func (s *apiService) get(r api.GetRequest, skipWait, owned bool) ([]byte, error) {
+func (s *Service) get(r api.GetRequest, skipWait, owned bool) ([]byte, error) {
 	limit := s.replyLimit()
-	asked := cmpOrInt(r.MaxBytes, reader.DefaultGetMaxBytes)
+	asked := orDefault(r.MaxBytes, reader.DefaultGetMaxBytes)
 	fit := max((limit-envelopeRoom)/4*3, 1) // base64 makes every byte 4/3; the rest is checked below
-	gr := GetRequest{Topic: r.Topic, QueueID: r.QueueID, Offset: r.Offset, Max: r.Max,
+	gr := reader.GetRequest{Topic: r.Topic, QueueID: r.QueueID, Offset: r.Offset, Max: r.Max,
 		MaxBytes: min(asked, fit), Tags: r.Tags, UnknownIsEmpty: owned}
 	if !skipWait {
 		gr.Wait = time.Duration(min(r.WaitMs, api.MaxWaitMs)) * time.Millisecond
@@ -79,7 +79,7 @@ func (s *apiService) get(r api.GetRequest, skipWait, owned bool) ([]byte, error)
 	switch {
 	case n < len(res.Messages):
 		env.NextOffset, env.Truncated = res.Messages[n].QueueOffset, true
-	case gr.MaxBytes < asked && n > 0 && n < cmpOrInt(min(r.Max, reader.MaxGetMax), reader.DefaultGetMax) &&
+	case gr.MaxBytes < asked && n > 0 && n < orDefault(min(r.Max, reader.MaxGetMax), reader.DefaultGetMax) &&
 		res.NextOffset < res.MaxOffset:
 		env.Truncated = true // the lowered maxBytes may have cut the batch short
 	}
@@ -87,7 +87,7 @@ func (s *apiService) get(r api.GetRequest, skipWait, owned bool) ([]byte, error)
 }
 
 // msg answers a lookup by message id, with the body range that fits.
-func (s *apiService) msg(data []byte) ([]byte, error) {
+func (s *Service) msg(data []byte) ([]byte, error) {
 	r, err := decodeMsg(data)
 	if err != nil {
 		return nil, err
@@ -125,12 +125,12 @@ type queryEnvelope struct {
 	Truncated bool `json:"truncated,omitempty"`
 }
 
-func (s *apiService) query(data []byte) ([]byte, error) {
+func (s *Service) query(data []byte) ([]byte, error) {
 	r, err := decodeQuery(data)
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := s.e.Query(s.ctx, QueryRequest{Topic: r.Topic, Key: r.Key, Begin: r.Begin, End: r.End, Max: r.Max})
+	msgs, err := s.e.Query(s.ctx, reader.QueryRequest{Topic: r.Topic, Key: r.Key, Begin: r.Begin, End: r.End, Max: r.Max})
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func (s *apiService) query(data []byte) ([]byte, error) {
 	return withMessages(list, queryEnvelope{Truncated: n < len(msgs)})
 }
 
-func (s *apiService) offsetForTime(data []byte) ([]byte, error) {
+func (s *Service) offsetForTime(data []byte) ([]byte, error) {
 	r, err := decodeOffsetForTime(data)
 	if err != nil {
 		return nil, err
@@ -154,7 +154,7 @@ func (s *apiService) offsetForTime(data []byte) ([]byte, error) {
 	return marshal(api.OffsetForTimeReply{Offset: off})
 }
 
-func (s *apiService) offsets(data []byte) ([]byte, error) {
+func (s *Service) offsets(data []byte) ([]byte, error) {
 	r, err := decodeOffsets(data)
 	if err != nil {
 		return nil, err
@@ -171,7 +171,7 @@ func (s *apiService) offsets(data []byte) ([]byte, error) {
 	return marshal(out) // a topic's queues are few: far below any max payload
 }
 
-func (s *apiService) topics(data []byte) ([]byte, error) {
+func (s *Service) topics(data []byte) ([]byte, error) {
 	r, err := decodeTopics(data)
 	if err != nil {
 		return nil, err
@@ -199,7 +199,7 @@ func (s *apiService) topics(data []byte) ([]byte, error) {
 	return marshal(out)
 }
 
-func (s *apiService) commit(data []byte) ([]byte, error) {
+func (s *Service) commit(data []byte) ([]byte, error) {
 	r, err := decodeCommit(data)
 	if err != nil {
 		return nil, err
@@ -213,8 +213,8 @@ func (s *apiService) commit(data []byte) ([]byte, error) {
 	return marshal(api.CommitReply{Offset: r.Offset})
 }
 
-// checkQueue is ErrUnknownQueue unless the store has the queue.
-func (s *apiService) checkQueue(topic string, id int32) error {
+// checkQueue is reader.ErrUnknownQueue unless the store has the queue.
+func (s *Service) checkQueue(topic string, id int32) error {
 	qs, err := s.e.QueueOffsets(topic)
 	if err != nil {
 		return err
@@ -224,10 +224,10 @@ func (s *apiService) checkQueue(topic string, id int32) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %s/%d", ErrUnknownQueue, topic, id)
+	return fmt.Errorf("%w: %s/%d", reader.ErrUnknownQueue, topic, id)
 }
 
-func (s *apiService) fetch(data []byte) ([]byte, error) {
+func (s *Service) fetch(data []byte) ([]byte, error) {
 	r, err := decodeFetch(data)
 	if err != nil {
 		return nil, err
@@ -243,7 +243,7 @@ var errTooManyReplays = errors.New("engine: too many replays running")
 
 // handleReplay checks and plans a replay, answers with the plan, and runs the replay on a
 // goroutine of its own (at most MaxReplays at once).
-func (s *apiService) handleReplay(req micro.Request) {
+func (s *Service) handleReplay(req micro.Request) {
 	if !s.enter() {
 		s.respond(req, nil, errShuttingDown)
 		return
@@ -279,7 +279,7 @@ func (s *apiService) handleReplay(req micro.Request) {
 }
 
 // planReplay decodes a replay request and prepares it (capturing the stop offsets).
-func (s *apiService) planReplay(data []byte) (*replay.Replay, []byte, error) {
+func (s *Service) planReplay(data []byte) (*replay.Replay, []byte, error) {
 	req, err := decodeReplay(data, s.prefix)
 	if err != nil {
 		return nil, nil, err

@@ -1,13 +1,17 @@
-package engine
+// Package readapi serves the read API ($RS.API.*: get, pull, msg, query, offsets,
+// offset_for_time, topics, commit, fetch and replay, with the per-partition and fan-out
+// endpoints of partitioned ingest) as the micro service "rocketstore" on the engine's
+// connection. The wire types and the Go client are package engine/api. It declares what it
+// needs of the store (Engine) and owns nothing of it.
+package readapi
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -27,14 +31,14 @@ import (
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
-// Defaults of the read API's bounds (NATSOptions).
+// Defaults of the read API's bounds (Config).
 const (
 	// DefaultMaxLongPolls bounds the gets waiting at the head of a queue at once. Each holds a
 	// goroutine and, once woken, one reply (at most the connection's max payload).
 	DefaultMaxLongPolls = 128
 	// DefaultMaxReplays bounds the replays running at once.
 	DefaultMaxReplays = 4
-	// DefaultVersion is the version the micro service shows when NATSOptions.Version is empty.
+	// DefaultVersion is the version the micro service shows when Config.Version is empty.
 	DefaultVersion = "0.0.0-dev"
 )
 
@@ -44,7 +48,7 @@ const envelopeRoom = 512
 
 var errShuttingDown = errors.New("engine: read API shutting down")
 
-// apiService serves the read API (package engine/api) on the engine's connection as the micro
+// Service serves the read API (package engine/api) on the engine's connection as the micro
 // service "rocketstore": one endpoint per operation under the prefix.
 //
 // Concurrency. micro runs each endpoint's handler on that endpoint's subscription goroutine, so
@@ -53,18 +57,19 @@ var errShuttingDown = errors.New("engine: read API shutting down")
 // (a semaphore; when it is full the get is answered at once, with WaitSkipped). Replays run on
 // goroutines too, at most MaxReplays (when full: 429). Everything else answers inline.
 //
-// Shutdown (stop, called by Server before the engine closes): the service stops (its
+// Shutdown (Stop, called by the engine's Server before the engine closes): the service stops (its
 // subscriptions drain), then the gate closes: a handler that starts afterwards answers 503 and
 // touches nothing; then ctx is cancelled, which ends long polls (503) and replays (their end
-// message says why), and stop waits for every handler, long poll and replay under way. Only then
+// message says why), and Stop waits for every handler, long poll and replay under way. Only then
 // may the engine close, so no handler ever reads a closed store.
 //
 // Bounds. No reply exceeds the connection's max payload: a get's maxBytes is lowered to what can
 // fit once base64 (4/3) is counted, every message is encoded and measured, and the reply stops
 // before the message that would not fit (Truncated; NextOffset is that message's offset). A
 // message too large for any reply is sent without its body (Partial), which msg serves in ranges.
-type apiService struct {
-	e      *Engine
+type Service struct {
+	e      Engine
+	cfg    Config
 	nc     *nats.Conn
 	svc    micro.Service
 	prefix string
@@ -72,7 +77,7 @@ type apiService struct {
 	keys   string // the ingress keys and tags headers, for replays
 	tags   string
 
-	ctx    context.Context // cancelled by stop
+	ctx    context.Context // cancelled by Stop
 	cancel context.CancelFunc
 
 	polls   chan struct{} // a slot per long poll running
@@ -82,22 +87,29 @@ type apiService struct {
 	stopping bool           // guarded by mu
 	inflight sync.WaitGroup // handlers, long polls and replays under way; Add under mu
 
-	// Partitioned ingest (apipartitions.go): the partitions, the handlers served per partition,
-	// and the subscriptions of the partitions served now (guarded by partMu).
-	parts        *ingress.Partitions
+	// Partitioned ingest (partitions.go): the handlers served per partition, and the
+	// subscriptions of the partitions served now (guarded by partMu).
 	partHandlers map[string]micro.HandlerFunc
 	partMu       sync.Mutex
 	partSubs     map[int][]*nats.Subscription
 
-	// Test hooks (atomic: tests set them while the service runs): polling is called by a long
+	// Test seams (atomic: tests set them while the service runs): polling is called by a long
 	// poll's goroutine just before it calls Engine.Get; replayFull is passed to replays as
-	// onWindowFull.
+	// OnWindowFull.
 	polling    atomic.Pointer[func()]
 	replayFull atomic.Pointer[func()]
 }
 
-func (s *apiService) setPolling(f func())    { s.polling.Store(&f) }
-func (s *apiService) setReplayFull(f func()) { s.replayFull.Store(&f) }
+// OnPoll makes every long poll call f on its goroutine just before it reads (tests wait on it
+// to know a get or pull waits at the head).
+func (s *Service) OnPoll(f func()) { s.polling.Store(&f) }
+
+// OnReplayWindowFull makes every acked replay started afterwards call f when its window is full
+// (replay.Request.OnWindowFull).
+func (s *Service) OnReplayWindowFull(f func()) { s.replayFull.Store(&f) }
+
+// Stats are micro's counters of the service's endpoints.
+func (s *Service) Stats() micro.Stats { return s.svc.Stats() }
 
 // hook is the function a test hook holds, nil when unset.
 func hook(p *atomic.Pointer[func()]) func() {
@@ -107,30 +119,59 @@ func hook(p *atomic.Pointer[func()]) func() {
 	return nil
 }
 
-// startAPI registers the micro service and its endpoints on nc.
-func startAPI(e *Engine, nc *nats.Conn, nopts NATSOptions, parts *ingress.Partitions, log zerolog.Logger) (*apiService, error) {
-	s := &apiService{
-		e: e, nc: nc, prefix: strings.TrimSuffix(cmpOr(nopts.APIPrefix, api.DefaultPrefix), "."),
-		log:  log.With().Str("stage", "api").Logger(),
-		keys: cmpOr(nopts.KeysHeader, ingress.DefaultKeysHeader), tags: cmpOr(nopts.TagsHeader, ingress.DefaultTagsHeader),
-		polls:   make(chan struct{}, cmpOrInt(nopts.MaxLongPolls, DefaultMaxLongPolls)),
-		replays: make(chan struct{}, cmpOrInt(nopts.MaxReplays, DefaultMaxReplays)),
+// Engine is what the read API reads and writes of the store (engine.Engine implements it).
+type Engine interface {
+	replay.Store // Get, Lookup, QueueOffsets, OffsetForTime
+	Query(ctx context.Context, req reader.QueryRequest) ([]reader.Message, error)
+	Topics() []reader.TopicInfo
+	CommitOffset(group, topic string, queueID int32, offset int64) error
+	FetchOffset(group, topic string, queueID int32) (int64, bool)
+}
+
+// Config configures the service. Zero values are the defaults.
+type Config struct {
+	// Prefix of the subjects (api.DefaultPrefix). KeysHeader and TagsHeader are the headers KEYS
+	// and TAGS go back to in pulls and replays (ingress's defaults).
+	Prefix, KeysHeader, TagsHeader string
+	// MaxLongPolls bounds the gets and pulls waiting at a queue's head at once
+	// (DefaultMaxLongPolls), MaxReplays the replays running at once (DefaultMaxReplays).
+	MaxLongPolls, MaxReplays int
+	// Version is the engine's version the service shows (semver; anything else is shown as
+	// 0.0.0-<it>, DefaultVersion when empty). Metadata is added to the service's (store_dir,
+	// flush_mode...).
+	Version  string
+	Metadata map[string]string
+	// PartitionCount, under partitioned ingest, is the number of partitions, and Owned says which
+	// this engine owns now (they move with handoffs): the API then serves per-partition and
+	// fan-out endpoints (partitions.go). 0 without partitions.
+	PartitionCount int
+	Owned          func() []int
+	// Unavailable are errors of the store answered 503 (the engine closing), besides the
+	// service's own shutdown.
+	Unavailable []error
+	Logger      zerolog.Logger
+}
+
+// Start registers the micro service and its endpoints on nc.
+func Start(e Engine, nc *nats.Conn, cfg Config) (*Service, error) {
+	s := &Service{
+		e: e, cfg: cfg, nc: nc, prefix: strings.TrimSuffix(cmp.Or(cfg.Prefix, api.DefaultPrefix), "."),
+		log:  cfg.Logger.With().Str("stage", "api").Logger(),
+		keys: cmp.Or(cfg.KeysHeader, ingress.DefaultKeysHeader), tags: cmp.Or(cfg.TagsHeader, ingress.DefaultTagsHeader),
+		polls:   make(chan struct{}, orDefault(cfg.MaxLongPolls, DefaultMaxLongPolls)),
+		replays: make(chan struct{}, orDefault(cfg.MaxReplays, DefaultMaxReplays)),
 	}
 	if !replay.ValidSubject(s.prefix) {
 		return nil, fmt.Errorf("read API: prefix %q is not a subject without wildcards", s.prefix)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s.ctx, s.cancel = ctx, func() { cancel(errShuttingDown) }
-	version, meta := serviceVersion(nopts.Version)
-	o := e.opts
-	meta["store_dir"] = o.Dir
-	meta["flush_mode"] = o.FlushMode.String()
-	meta["store_host"] = o.StoreHost.String()
+	version, meta := serviceVersion(cfg.Version)
+	maps.Copy(meta, cfg.Metadata)
 	meta["api_prefix"] = s.prefix
-	meta["index"] = strconv.FormatBool(!o.NoIndex)
-	if parts != nil {
-		meta["partitions"] = formatPartitions(parts.OwnedNow()) // at the start: handoffs move them
-		meta["partition_count"] = strconv.Itoa(parts.Count)
+	if cfg.PartitionCount > 0 {
+		meta["partitions"] = formatPartitions(cfg.Owned()) // at the start: handoffs move them
+		meta["partition_count"] = strconv.Itoa(cfg.PartitionCount)
 	}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:    api.ServiceName,
@@ -165,20 +206,20 @@ func startAPI(e *Engine, nc *nats.Conn, nopts NATSOptions, parts *ingress.Partit
 	}
 	for _, ep := range endpoints {
 		if err := g.AddEndpoint(ep.name, ep.h, micro.WithEndpointMetadata(map[string]string{"description": ep.doc})); err != nil {
-			s.stop()
+			s.Stop()
 			return nil, fmt.Errorf("read API: endpoint %s: %w", ep.name, err)
 		}
 	}
-	if parts != nil {
-		if err := s.addPartitionEndpoints(svc, parts); err != nil {
-			s.stop()
+	if cfg.PartitionCount > 0 {
+		if err := s.addPartitionEndpoints(svc); err != nil {
+			s.Stop()
 			return nil, err
 		}
 	}
 	return s, nil
 }
 
-func cmpOrInt(v, def int) int {
+func orDefault(v, def int) int {
 	if v <= 0 {
 		return def
 	}
@@ -205,13 +246,13 @@ func serviceVersion(v string) (string, map[string]string) {
 	return "0.0.0", meta
 }
 
-// stop stops the service and waits for every request under way (see apiService). Idempotent.
-func (s *apiService) stop() {
+// Stop stops the service and waits for every request under way (see Service). Idempotent.
+func (s *Service) Stop() {
 	s.partMu.Lock()
 	parts := slices.Collect(maps.Keys(s.partSubs))
 	s.partMu.Unlock()
 	for _, p := range parts {
-		s.unservePartition(p)
+		s.UnservePartition(p)
 	}
 	if s.svc != nil {
 		if err := s.svc.Stop(); err != nil {
@@ -226,7 +267,7 @@ func (s *apiService) stop() {
 }
 
 // enter admits a request while the service runs; leave must follow.
-func (s *apiService) enter() bool {
+func (s *Service) enter() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopping {
@@ -236,10 +277,10 @@ func (s *apiService) enter() bool {
 	return true
 }
 
-func (s *apiService) leave() { s.inflight.Done() }
+func (s *Service) leave() { s.inflight.Done() }
 
 // inline makes a handler of an operation answered on the endpoint's goroutine.
-func (s *apiService) inline(op func(data []byte) ([]byte, error)) micro.HandlerFunc {
+func (s *Service) inline(op func(data []byte) ([]byte, error)) micro.HandlerFunc {
 	return func(req micro.Request) {
 		if !s.enter() {
 			s.respond(req, nil, errShuttingDown)
@@ -252,9 +293,9 @@ func (s *apiService) inline(op func(data []byte) ([]byte, error)) micro.HandlerF
 }
 
 // respond sends out, or the error reply for err; opts add to either (headers).
-func (s *apiService) respond(req micro.Request, out []byte, err error, opts ...micro.RespondOpt) {
+func (s *Service) respond(req micro.Request, out []byte, err error, opts ...micro.RespondOpt) {
 	if err != nil {
-		code := apiCode(err)
+		code := s.code(err)
 		s.logRefused(req.Subject(), code, err)
 		body, _ := json.Marshal(api.ErrorReply{Error: &api.Error{Code: code, Description: err.Error()}})
 		if rerr := req.Error(strconv.Itoa(code), err.Error(), body, opts...); rerr != nil {
@@ -270,10 +311,10 @@ func (s *apiService) respond(req micro.Request, out []byte, err error, opts ...m
 // reply is respond for a request whose handler has returned (a long poll): micro's Request may
 // not be used then (micro reads its state once the handler returns), so the reply goes out on
 // the connection directly, with the same headers as micro's errors.
-func (s *apiService) reply(subject string, out []byte, err error) {
+func (s *Service) reply(subject string, out []byte, err error) {
 	msg := &nats.Msg{Subject: subject, Data: out}
 	if err != nil {
-		code := apiCode(err)
+		code := s.code(err)
 		s.logRefused(subject, code, err)
 		msg.Data, _ = json.Marshal(api.ErrorReply{Error: &api.Error{Code: code, Description: err.Error()}})
 		msg.Header = nats.Header{}
@@ -289,7 +330,7 @@ func (s *apiService) reply(subject string, out []byte, err error) {
 // check when the logger is above debug; see LevelWriter), a warning for an internal error (500), which is a bug or a
 // damaged store rather than a client's mistake. The counters are micro's (NumErrors per
 // endpoint, `nats micro stats rocketstore`).
-func (s *apiService) logRefused(subject string, code int, err error) {
+func (s *Service) logRefused(subject string, code int, err error) {
 	ev := s.log.Debug()
 	if code == api.CodeInternal {
 		ev = s.log.Warn()
@@ -310,147 +351,48 @@ type badRequest struct{ err error }
 func (b badRequest) Error() string { return "bad request: " + b.err.Error() }
 func (b badRequest) Unwrap() error { return b.err }
 
-// apiCode maps an error to its reply code (see the engine/api package doc).
-func apiCode(err error) int {
+// replyCode maps an error to its reply code (see the engine/api package doc); unavailable are
+// the store's errors answered 503 (Config.Unavailable).
+func replyCode(err error, unavailable ...error) int {
 	var br badRequest
 	switch {
-	case errors.As(err, &br), errors.Is(err, ErrBadMsgID), errors.Is(err, ErrInvalidGroup),
+	case errors.As(err, &br), errors.Is(err, reader.ErrBadMsgID), errors.Is(err, reader.ErrInvalidGroup),
 		errors.Is(err, reader.ErrInvalidRequest), errors.Is(err, commitlog.ErrInvalidTopic):
 		return api.CodeBadRequest
-	case errors.Is(err, ErrUnknownQueue), errors.Is(err, ErrNotFound):
+	case errors.Is(err, reader.ErrUnknownQueue), errors.Is(err, reader.ErrNotFound):
 		return api.CodeNotFound
 	case errors.Is(err, errTooManyReplays):
 		return api.CodeTooManyReplays
-	case errors.Is(err, ErrIndexDisabled):
+	case errors.Is(err, reader.ErrIndexDisabled):
 		return api.CodeNotImplemented
-	case errors.Is(err, ErrClosed), errors.Is(err, reader.ErrClosed), errors.Is(err, stages.ErrClosed),
+	case isAny(err, unavailable), errors.Is(err, reader.ErrClosed), errors.Is(err, stages.ErrClosed),
 		errors.Is(err, errShuttingDown), errors.Is(err, context.Canceled):
 		return api.CodeUnavailable
 	}
 	return api.CodeInternal
 }
 
-// decodeRequest decodes a JSON request strictly: unknown fields are refused (a misspelt field,
-// "queue" for "queueId", would otherwise silently read queue 0; field names match without
-// regard to case, as encoding/json does). An empty body is the zero request.
-func decodeRequest(data []byte, v any) error {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badRequest{fmt.Errorf("malformed JSON: %w", err)}
-	}
-	if dec.More() {
-		return badRequest{errors.New("malformed JSON: data after the request")}
-	}
-	return nil
-}
+// code is replyCode with the store's errors that mean it is closing.
+func (s *Service) code(err error) int { return replyCode(err, s.cfg.Unavailable...) }
 
-// marshal is json.Marshal without HTML escaping (<, >, & stay as they are: smaller replies).
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
+func isAny(err error, targets []error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
 	}
-	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
+	return false
 }
 
 // replyLimit is the most a reply may hold: the connection's max payload (the server's, learnt
 // at connect; it can change with a reconnect, so it is read per request).
-func (s *apiService) replyLimit() int { return int(s.nc.MaxPayload()) }
+func (s *Service) replyLimit() int { return int(s.nc.MaxPayload()) }
 
-// wireMessage is m on the wire, with its body unless noBody.
-func wireMessage(m *ReadMessage, noBody bool) api.Message {
-	w := api.Message{
-		Topic: m.Topic, QueueID: m.QueueID, QueueOffset: m.QueueOffset, CommitLogOffset: m.PhysicalOffset,
-		Size: m.Size, MsgID: m.MsgID, StoreTimestamp: m.StoreTimestamp, BornTimestamp: m.BornTimestamp,
-		BornHost: hostString(m.BornHost), StoreHost: hostString(m.StoreHost),
-		Tags: m.Tags, Keys: m.Keys, UniqKey: m.UniqKey, Properties: m.Properties,
-		Body: m.Body, BodySize: len(m.Body),
-	}
-	if w.Properties == nil {
-		w.Properties = commitlog.Properties(m.RawProperties).Map()
-	}
-	if w.Body == nil {
-		w.Body = []byte{}
-	}
-	if noBody {
-		w.Body, w.Partial = []byte{}, len(m.Body) > 0
-	}
-	return w
-}
-
-func hostString(a netip.AddrPort) string {
-	if !a.IsValid() {
-		return ""
-	}
-	return a.String()
-}
-
-// messageList encodes msgs, in order, into a JSON array that fits in room bytes, measuring
-// each. A message too large for any reply (more than perMsg bytes) is encoded without its body.
-// It returns the array and how many messages it holds.
-func messageList(msgs []ReadMessage, room, perMsg int) ([]byte, int, error) {
-	out := append(make([]byte, 0, min(room, 64<<10)), '[')
-	n := 0
-	for i := range msgs {
-		raw, err := marshal(wireMessage(&msgs[i], false))
-		if err == nil && len(raw) > perMsg {
-			raw, err = marshal(wireMessage(&msgs[i], true))
-			if err == nil && len(raw) > perMsg {
-				err = fmt.Errorf("message %s: %d bytes without its body, more than a reply may hold (%d): "+
-					"raise the server's max_payload", msgs[i].MsgID, len(raw), perMsg)
-			}
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		if len(out)+1+len(raw)+1 > room {
-			break
-		}
-		if n > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, raw...)
-		n++
-	}
-	return append(out, ']'), n, nil
-}
-
-// withMessages writes the reply {"messages":<list>, ...envelope's fields}.
-func withMessages(list []byte, envelope any) ([]byte, error) {
-	env, err := marshal(envelope)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, len(list)+len(env)+16)
-	out = append(out, `{"messages":`...)
-	out = append(out, list...)
-	if len(env) > 2 {
-		out = append(out, ',')
-	}
-	return append(out, env[1:]...), nil
-}
-
-// getEnvelope is GetReply but for its messages.
-type getEnvelope struct {
-	Status      string `json:"status"`
-	NextOffset  int64  `json:"nextOffset"`
-	MinOffset   int64  `json:"minOffset"`
-	MaxOffset   int64  `json:"maxOffset"`
-	Truncated   bool   `json:"truncated,omitempty"`
-	WaitSkipped bool   `json:"waitSkipped,omitempty"`
-}
-
-// apiExcluded is ingress's Exclude for the read API's subjects when its prefix does not start
-// with '$' (ingress never stores $-subjects anyway).
-func apiExcluded(nopts NATSOptions) func(string) bool {
-	prefix := strings.TrimSuffix(cmpOr(nopts.APIPrefix, api.DefaultPrefix), ".")
-	if nopts.NoReadAPI || strings.HasPrefix(prefix, "$") {
+// Excluded is ingress's Exclude for the read API's subjects under prefix (api.DefaultPrefix
+// when empty), nil when the prefix starts with '$' (ingress never stores $-subjects anyway).
+func Excluded(prefix string) func(string) bool {
+	prefix = strings.TrimSuffix(cmp.Or(prefix, api.DefaultPrefix), ".")
+	if strings.HasPrefix(prefix, "$") {
 		return nil
 	}
 	return func(subject string) bool {

@@ -1,4 +1,4 @@
-package engine
+package readapi
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 
 // Request decoding of the read API: one function per endpoint that decodes the JSON strictly
 // (decodeRequest) and checks everything a request can be checked for without the store. Every
-// error they return is a 400 (apiCode), and a request they accept names only valid topics, queue
+// error they return is a 400 (replyCode), and a request they accept names only valid topics, queue
 // ids, groups and subjects: a topic is a RocketMQ topic (commitlog.ValidateTopic, so never a
 // path: no '.', '/', '\' or NUL), and nothing a request holds is ever used as a file name
 // without that check. The handlers call them first; FuzzAPIRequest calls them directly.
@@ -75,7 +75,7 @@ func decodeMsg(data []byte) (api.MsgRequest, error) {
 		return r, badRequest{errors.New("no msgId")}
 	}
 	if _, _, err := commitlog.ParseOffsetMsgID(r.MsgID); err != nil {
-		return r, fmt.Errorf("%w: %w", ErrBadMsgID, err)
+		return r, fmt.Errorf("%w: %w", reader.ErrBadMsgID, err)
 	}
 	if r.BodyOffset < 0 || r.BodyMax < 0 {
 		return r, badRequest{fmt.Errorf("negative bodyOffset %d or bodyMax %d", r.BodyOffset, r.BodyMax)}

@@ -1,4 +1,4 @@
-package engine
+package readapi
 
 import (
 	"encoding/json"
@@ -75,7 +75,7 @@ func FuzzAPIRequest(f *testing.F) {
 		d := apiDecoders[int(endpoint)%len(apiDecoders)]
 		req, err := d.decode(data)
 		if err != nil {
-			if code := apiCode(err); code != api.CodeBadRequest {
+			if code := replyCode(err); code != api.CodeBadRequest {
 				t.Fatalf("%s %q: %v maps to %d, want 400", d.endpoint, data, err, code)
 			}
 			if err.Error() == "" {
@@ -190,8 +190,8 @@ func TestAPIDecodeHostile(t *testing.T) {
 		for _, d := range apiDecoders {
 			req, err := d.decode([]byte(s))
 			if err != nil {
-				if apiCode(err) != api.CodeBadRequest {
-					t.Errorf("%s %q: %v is a %d", d.endpoint, s, err, apiCode(err))
+				if replyCode(err) != api.CodeBadRequest {
+					t.Errorf("%s %q: %v is a %d", d.endpoint, s, err, replyCode(err))
 				}
 				continue
 			}
@@ -231,7 +231,7 @@ func TestAPIDecodeHostile(t *testing.T) {
 	}
 	for body, eps := range refused {
 		for _, ep := range eps {
-			if _, err := byName[ep]([]byte(body)); err == nil || apiCode(err) != api.CodeBadRequest {
+			if _, err := byName[ep]([]byte(body)); err == nil || replyCode(err) != api.CodeBadRequest {
 				t.Errorf("%s %.80s: %v, want a 400", ep, body, err)
 			}
 		}
