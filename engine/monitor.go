@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -134,7 +135,7 @@ func listenMonitor(addr string, opts MonitorOptions) (*Monitor, error) {
 	}
 	m := &Monitor{
 		opts:    opts,
-		version: cmpOr(opts.Version, "dev"),
+		version: cmp.Or(opts.Version, "dev"),
 		started: time.Now(),
 		phase:   PhaseRecovering,
 		reason:  "opening the store (lock, recovery)",

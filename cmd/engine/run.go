@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/engine/natsserver"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -132,7 +133,7 @@ type runCmd struct {
 	args     []string    // the command line, parsed again on SIGHUP
 }
 
-func (r *runCmd) Run(log zerolog.Logger, levels *engine.LevelWriter) error {
+func (r *runCmd) Run(log zerolog.Logger, levels *natsserver.LevelWriter) error {
 	if err := r.validate(); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package engine
+package natsserver
 
 import (
 	"crypto/tls"

@@ -1,4 +1,4 @@
-package engine
+package natsserver
 
 import (
 	"io"
@@ -10,8 +10,9 @@ import (
 // LevelWriter is a zerolog.LevelWriter whose level can change while the engine runs, without
 // global state (zerolog.SetGlobalLevel is not used): build the engine's Logger on it at
 // zerolog.TraceLevel, so that the writer decides what is written, and change the level with
-// SetLevel, or with Server.SetLogLevel, which also turns the embedded nats-server's debug and
-// trace logs on or off. Give it to the server as NATSOptions.LogLevels.
+// SetLevel, or with the engine's Server.SetLogLevel, which also turns the embedded
+// nats-server's debug and trace logs on or off (Embedded.SetLogLevel). Give it to the engine's
+// server as NATSOptions.LogLevels.
 //
 // Events below the level are built and then dropped here; the engine logs at debug and trace
 // level only off its hot paths (and the embedded server's trace is off unless the level asks).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/rocketstore/engine/engine/natsserver"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -17,9 +18,13 @@ import (
 // ErrNoPartitions: a handoff on a server without partitioned ingest.
 var ErrNoPartitions = errors.New("engine: not partitioned (NATSOptions.Partitions)")
 
+// Ownership turns on partition ownership from a key-value bucket (NATSOptions.Ownership;
+// engine/natsserver holds the bucket, the claims and the watcher).
+type Ownership = natsserver.Ownership
+
 // PartitionEnds are the next queue offsets of a partition's queue in every topic that has one
 // here, by topic: where the next owner starts them.
-type PartitionEnds map[string]int64
+type PartitionEnds = natsserver.PartitionEnds
 
 // ReleasePartition gives partition p up: ingress stops taking it (its subscription drained,
 // every message taken for it appended), its per-partition read subjects are no longer served
@@ -84,6 +89,68 @@ func (s *Server) AcquirePartition(ctx context.Context, p int, ends PartitionEnds
 	}
 	s.Engine.opts.Logger.Info().Int("partition", p).Any("starts", ends).Msg("partition acquired")
 	return nil
+}
+
+// claimOwnership is the start of an engine whose partition ownership comes from the bucket
+// (NATSOptions.Ownership): it claims, reads what the bucket gives it, and starts the queues it
+// took over; it returns ingress's partitions, the owned set from the bucket (which may start
+// empty), and the bucket (nil without it).
+func (s *Server) claimOwnership(ctx context.Context, nopts NATSOptions) (*ingress.Partitions, *natsserver.Bucket, error) {
+	parts, o := nopts.Partitions, nopts.Ownership
+	if o == nil {
+		return parts, nil, nil
+	}
+	if parts == nil || nopts.Replicated != nil || o.EngineID == "" {
+		return nil, nil, errors.New("ownership from a bucket needs partitioned ingest (not replicated: the pins decide there) and an engine id")
+	}
+	count := parts.Count
+	if count <= 0 {
+		count = ingress.DefaultPartitionCount
+	}
+	bucket, owned, starts, err := natsserver.Claim(ctx, s.conn, *o, count, parts.Owned)
+	if err != nil {
+		return nil, nil, err
+	}
+	for p, ends := range starts {
+		for topic, next := range ends {
+			if err := s.Engine.StartQueue(ctx, topic, int32(p), next); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	claimed := *parts
+	claimed.Owned, claimed.Dynamic = owned, true
+	return &claimed, bucket, nil
+}
+
+// watchOwnership runs the ownership watcher (natsserver.Bucket.Watch) as a stage of the
+// engine's group: the first error of any stage ends it, and Shutdown and Abort stop it, and wait
+// for the step under way, before anything else (endOwnership).
+func (s *Server) watchOwnership(b *natsserver.Bucket) error {
+	stopped, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	owned := func() []int { return s.ing.Partitions().OwnedNow() }
+	if err := s.Engine.RunProducer("ownership", func(ctx context.Context) error {
+		defer close(done)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(stopped, cancel)()
+		b.Watch(ctx, s, owned, s.Engine.opts.Logger)
+		return nil
+	}, stop); err != nil {
+		stop()
+		return err
+	}
+	s.stopOwnership, s.ownershipDone = stop, done
+	return nil
+}
+
+// endOwnership stops the ownership watcher and waits for it (a step under way finishes).
+func (s *Server) endOwnership() {
+	if s.stopOwnership != nil {
+		s.stopOwnership()
+		<-s.ownershipDone
+	}
 }
 
 // Partitions is the partitioned-ingest configuration, with the partitions owned now

@@ -1,15 +1,14 @@
-package engine
+package natsserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
-	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rocketstore/engine/stages/ingress"
@@ -52,6 +51,10 @@ const (
 	PartitionReleased = "released"
 )
 
+// PartitionEnds are the next queue offsets of a partition's queue in every topic that has one
+// on the engine that released it, by topic: where the next owner starts them.
+type PartitionEnds map[string]int64
+
 // PartitionRecord is a partition's value in the bucket.
 type PartitionRecord struct {
 	Owner string        `json:"owner"`
@@ -65,12 +68,12 @@ func partitionKey(p int) string { return "p." + strconv.Itoa(p) }
 
 // OpenOwnershipBucket opens (or creates) the bucket.
 func OpenOwnershipBucket(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
-	bucket = cmpOr(bucket, DefaultOwnershipBucket)
+	bucket = cmp.Or(bucket, DefaultOwnershipBucket)
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = ingress.RetryPlacement(ctx, func() (jetstream.KeyValue, error) {
 			return js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 5,
-				Replicas: cmpOrInt(replicas, DefaultOwnershipReplicas), Storage: jetstream.FileStorage})
+				Replicas: orDefault(replicas, DefaultOwnershipReplicas), Storage: jetstream.FileStorage})
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = js.KeyValue(ctx, bucket)
@@ -98,9 +101,35 @@ func readRecord(ctx context.Context, kv jetstream.KeyValue, p int) (PartitionRec
 	return r, e.Revision(), true, nil
 }
 
-// claimPartitions is the start of an engine in this mode: it claims the partitions of claims
-// nobody owns yet, and returns the partitions the bucket gives it, with the queue starts of
-// those it took over.
+// Bucket is the ownership bucket as an engine in this mode holds it (Claim): its watcher runs
+// on it (Watch).
+type Bucket struct {
+	kv    jetstream.KeyValue
+	me    string
+	count int
+}
+
+// Claim is the start of an engine in this mode, on nc: it opens (or creates) the bucket, claims
+// the partitions of claims nobody owns yet, and returns the partitions the bucket gives it out
+// of count, with the queue starts of those it took over.
+func Claim(ctx context.Context, nc *nats.Conn, o Ownership, count int, claims []int) (*Bucket, []int, map[int]PartitionEnds, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	kv, err := OpenOwnershipBucket(ctx, js, o.Bucket, o.Replicas)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	owned, starts, err := claimPartitions(ctx, kv, o.EngineID, count, claims)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return &Bucket{kv: kv, me: o.EngineID, count: count}, owned, starts, nil
+}
+
+// claimPartitions claims the partitions of claims nobody owns yet, and returns the partitions
+// the bucket gives me, with the queue starts of those it took over.
 func claimPartitions(ctx context.Context, kv jetstream.KeyValue, me string, count int, claims []int) ([]int, map[int]PartitionEnds, error) {
 	for _, p := range claims {
 		rec, _ := json.Marshal(PartitionRecord{Owner: me, State: PartitionOwned})
@@ -123,71 +152,6 @@ func claimPartitions(ctx context.Context, kv jetstream.KeyValue, me string, coun
 		}
 	}
 	return owned, starts, nil
-}
-
-// watchOwnership follows the bucket until ctx ends, doing this engine's part of every move.
-func (s *Server) watchOwnership(ctx context.Context, kv jetstream.KeyValue, me string) {
-	log := s.Engine.opts.Logger.With().Str("stage", "ownership").Logger()
-	for ctx.Err() == nil {
-		w, err := kv.WatchAll(ctx)
-		if err != nil {
-			log.Warn().Err(err).Msg("ownership: watch failed; again in a second")
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-			}
-			continue
-		}
-		for e := range w.Updates() {
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue // the end of the initial values, or a deletion
-			}
-			p, err := strconv.Atoi(strings.TrimPrefix(e.Key(), "p."))
-			if err != nil || p < 0 || p >= s.ing.Partitions().Count {
-				continue
-			}
-			var r PartitionRecord
-			if json.Unmarshal(e.Value(), &r) != nil {
-				log.Warn().Str("key", e.Key()).Msg("ownership: a record that is not JSON: ignored")
-				continue
-			}
-			if err := s.applyOwnership(ctx, kv, me, p, r, e.Revision()); err != nil && ctx.Err() == nil {
-				log.Error().Err(err).Int("partition", p).Str("state", r.State).Msg("ownership: a step of a move failed")
-			}
-		}
-		_ = w.Stop()
-	}
-}
-
-// applyOwnership does this engine's part for partition p's record r.
-func (s *Server) applyOwnership(ctx context.Context, kv jetstream.KeyValue, me string, p int, r PartitionRecord, rev uint64) error {
-	owns := slices.Contains(s.ing.Partitions().OwnedNow(), p)
-	switch {
-	case r.State == PartitionMoving && r.From == me:
-		ends, err := s.ReleasePartition(ctx, p) // also when not owned now: says where its queues end
-		if err != nil {
-			return err
-		}
-		next, _ := json.Marshal(PartitionRecord{Owner: r.Owner, From: me, State: PartitionReleased, Ends: ends})
-		_, err = kv.Update(ctx, partitionKey(p), next, rev)
-		return err
-	case r.State == PartitionReleased && r.Owner == me:
-		if !owns {
-			if err := s.AcquirePartition(ctx, p, r.Ends); err != nil {
-				return err
-			}
-		}
-		next, _ := json.Marshal(PartitionRecord{Owner: me, State: PartitionOwned, Ends: r.Ends})
-		_, err := kv.Update(ctx, partitionKey(p), next, rev)
-		return err
-	case r.State == PartitionOwned && r.Owner == me && !owns:
-		return s.AcquirePartition(ctx, p, r.Ends)
-	case r.State == PartitionOwned && r.Owner != me && owns:
-		// Given to another engine behind our back (a record written by hand): stop taking it.
-		_, err := s.ReleasePartition(ctx, p)
-		return err
-	}
-	return nil
 }
 
 // MovePartition asks, through the bucket, that partition p move to the engine to, and waits
@@ -232,10 +196,9 @@ func MovePartition(ctx context.Context, kv jetstream.KeyValue, p int, to string)
 	}
 }
 
-// ingressPartitions is the ingress configuration under ownership from the bucket: the owned set
-// comes from the bucket, and may start empty.
-func ingressPartitions(base *ingress.Partitions, owned []int) *ingress.Partitions {
-	p := *base
-	p.Owned, p.Dynamic = owned, true
-	return &p
+func orDefault(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
