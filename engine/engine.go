@@ -21,6 +21,7 @@ import (
 
 	appender "github.com/rocketstore/engine/append"
 	"github.com/rocketstore/engine/dispatch"
+	"github.com/rocketstore/engine/engine/recovery"
 	"github.com/rocketstore/engine/engine/retention"
 	"github.com/rocketstore/engine/flushers"
 	"github.com/rocketstore/engine/internal/reader"
@@ -118,7 +119,7 @@ func Open(opts Options) (_ *Engine, err error) {
 	if _, aerr := fsys.Stat(filepath.Join(opts.Dir, meta.AbortFileName)); aerr == nil {
 		clean = false
 	}
-	cp := e.loadCheckpoint(filepath.Join(opts.Dir, checkpoint.FileName))
+	cp := recovery.LoadCheckpoint(fsys, filepath.Join(opts.Dir, checkpoint.FileName), opts.Logger)
 
 	if e.log, err = commitlog.OpenLog(commitlog.LogOptions{
 		FS: fsys, Dir: filepath.Join(opts.Dir, "commitlog"), FileSize: opts.CommitLogFileSize, Prefault: !opts.NoPrefault,
@@ -152,9 +153,15 @@ func Open(opts Options) (_ *Engine, err error) {
 		return nil, err
 	}
 
-	next, err := e.recover(cp, clean)
+	rep, next, err := recovery.Run(recovery.Stores{Log: e.log, ConsumeQueues: e.cq, Index: e.index, Builder: e.builder,
+		Logger: opts.Logger}, cp, clean)
 	if err != nil {
 		return nil, err
+	}
+	e.recovery = rep
+	e.dispatchedTS, e.indexFilled = e.builder.LastStoreTimestamp, e.builder.IndexFilled
+	if e.dispatchedTS == 0 { // nothing was re-dispatched
+		e.dispatchedTS = recovery.RecoveredTimestamp(cp, opts.Now().UnixMilli())
 	}
 	if err := e.loadQueueStarts(); err != nil {
 		return nil, err
@@ -187,7 +194,7 @@ func Open(opts Options) (_ *Engine, err error) {
 	ckp.PropCRCFrom = -1
 	if !opts.NoPropCRC {
 		ckp.PropCRCFrom = end
-		if from := propCRCFrom(cp); from >= 0 && from <= end {
+		if from := recovery.PropCRCFrom(cp); from >= 0 && from <= end {
 			ckp.PropCRCFrom = max(from, e.recovery.NoPropCRCEnd)
 		}
 	}
@@ -311,6 +318,9 @@ func (e *Engine) IndexFilled() int64 {
 	}
 	return e.indexFilled
 }
+
+// Recovery reports what Open found and did before taking traffic (engine/recovery).
+type Recovery = recovery.Report
 
 // Recovery is what Open found and did.
 func (e *Engine) Recovery() Recovery { return e.recovery }

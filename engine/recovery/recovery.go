@@ -1,4 +1,9 @@
-package engine
+// Package recovery brings a store's derived files in line with its CommitLog, the only truth,
+// before the engine takes traffic: where the log's valid data ends (from the checkpoint, so the
+// work is bounded by it), what the ConsumeQueues and IndexFiles lack (re-dispatched through the
+// Builder live dispatch uses) and what they hold past the end (dropped). It owns the rules of
+// RocketMQ's normal and abnormal recovery that apply, and reports what it did (Report).
+package recovery
 
 import (
 	"errors"
@@ -8,14 +13,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	appender "github.com/rocketstore/engine/append"
 	"github.com/rocketstore/engine/internal/store/checkpoint"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
+	"github.com/rocketstore/engine/internal/store/indexfile"
+	"github.com/rocketstore/engine/internal/vfs"
 )
 
-// Recovery reports what Open found and did before taking traffic.
-type Recovery struct {
+// Report is what recovery found and did before taking traffic.
+type Report struct {
 	// CleanExit says the last run stopped cleanly (no abort file).
 	CleanExit bool
 	// FromCheckpoint says the checkpoint carried our offsets; otherwise the start was derived
@@ -40,17 +49,48 @@ type Recovery struct {
 	Took                time.Duration
 }
 
-// recover brings the derived files in line with the CommitLog, the only truth: it finds where
-// the log's valid data ends (scanning from the checkpoint, so the work is bounded by the
-// checkpoint, not the store's size), re-dispatches what the ConsumeQueues and IndexFiles may
-// lack through the same Builder live dispatch uses, and drops units and entries that point past
-// the end. It returns the next queue offsets for the writer.
-func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.QueueKey]int64, error) {
+// Builder re-dispatches records into the ConsumeQueues and the IndexFile (dispatch.Builder
+// implements it).
+type Builder interface {
+	// Apply builds the unit and index entries of the record at phys.
+	Apply(phys int64, v commitlog.View) error
+	// Forget drops what Apply keeps between records (the end of recovery).
+	Forget()
+}
+
+// Stores are the open stores of the store directory. Index is nil without an IndexFile.
+type Stores struct {
+	Log           *commitlog.Log
+	ConsumeQueues *consumequeue.Store
+	Index         *indexfile.Service
+	Builder       Builder
+	Logger        zerolog.Logger
+}
+
+// recoverer is one run of Run.
+type recoverer struct {
+	Stores
+	rep *Report
+}
+
+// Run brings the derived files in line with the CommitLog: it finds where the log's valid data
+// ends (scanning from the checkpoint cp, so the work is bounded by the checkpoint, not the
+// store's size), re-dispatches what the ConsumeQueues and IndexFiles may lack through the same
+// Builder live dispatch uses, and drops units and entries that point past the end; clean says
+// the last run stopped cleanly. It returns what it did and the next queue offsets for the
+// writer.
+func Run(st Stores, cp checkpoint.Checkpoint, clean bool) (Report, map[appender.QueueKey]int64, error) {
+	var rep Report
+	next, err := (&recoverer{Stores: st, rep: &rep}).run(cp, clean)
+	return rep, next, err
+}
+
+func (e *recoverer) run(cp checkpoint.Checkpoint, clean bool) (map[appender.QueueKey]int64, error) {
 	start := time.Now()
-	rep := &e.recovery
+	rep := e.rep
 	rep.CleanExit = clean
 
-	cqEnd, err := e.cq.RecoverAll()
+	cqEnd, err := e.ConsumeQueues.RecoverAll()
 	if err != nil {
 		return nil, fmt.Errorf("recover consumequeues: %w", err)
 	}
@@ -63,45 +103,45 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 	case clean:
 		from = cqEnd // RocketMQ's normal recovery: dispatch from the ConsumeQueues' end
 	default:
-		from = e.log.MinOffset() // no offsets to trust: scan the whole log
+		from = e.Log.MinOffset() // no offsets to trust: scan the whole log
 	}
 	from = max(from, 0)
 	if !clean {
 		// Units written after the last flush may be torn into something that looks valid:
 		// keep each queue only up to its last unit below from that matches its record.
 		// Units of records retention deleted cannot be checked against them (retention.go).
-		if err := e.cq.TruncateUnverifiedAll(max(from, e.log.MinOffset()), e.unitVerifier(from)); err != nil {
+		if err := e.ConsumeQueues.TruncateUnverifiedAll(max(from, e.Log.MinOffset()), e.unitVerifier(from)); err != nil {
 			return nil, fmt.Errorf("check consumequeues: %w", err)
 		}
 	}
-	if e.index != nil && ext.Valid && !clean {
+	if e.Index != nil && ext.Valid && !clean {
 		// The newest IndexFile's unflushed tail may be torn, and a slot pointing at a lost entry
 		// hides every older entry of its chain: keep the sound entries below from, relink the
 		// chains, and re-index what was dropped below from (re-dispatch does the rest).
-		rebuildFrom, dropped, err := e.index.RelinkLast(from)
+		rebuildFrom, dropped, err := e.Index.RelinkLast(from)
 		if err != nil {
 			return nil, fmt.Errorf("relink index: %w", err)
 		}
 		rep.IndexEntriesDropped = int64(dropped)
 		if rebuildFrom >= 0 && rebuildFrom < from {
-			if _, err := e.log.Each(max(rebuildFrom, e.log.MinOffset()), from, commitlog.Check{}, e.builder.Apply); err != nil {
+			if _, err := e.Log.Each(max(rebuildFrom, e.Log.MinOffset()), from, commitlog.Check{}, e.Builder.Apply); err != nil {
 				return nil, fmt.Errorf("re-index from %d: %w", rebuildFrom, err)
 			}
 		}
 	}
-	if e.index != nil && !ext.Valid && !clean {
+	if e.Index != nil && !ext.Valid && !clean {
 		// RocketMQ's rule after an abnormal exit: index files newer than the checkpoint may
 		// lack entries that never reached the disk.
-		dropped, err := e.index.DropNewerThan(cp.IndexMsgTimestamp)
+		dropped, err := e.Index.DropNewerThan(cp.IndexMsgTimestamp)
 		if err != nil {
 			return nil, err
 		}
 		rep.IndexDropped = append(rep.IndexDropped, dropped...)
 	}
 
-	builder := e.builder
-	log := e.opts.Logger
-	res, err := e.log.Recover(commitlog.RecoverOptions{
+	builder := e.Builder
+	log := e.Logger
+	res, err := e.Log.Recover(commitlog.RecoverOptions{
 		From:    from,
 		PropCRC: cp.PropCRCRule(),
 		Sealed:  sealed,
@@ -123,11 +163,11 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 		rep.Corrupt = res.Corrupt.Error()
 	}
 
-	if err := e.cq.TruncateDirtyAll(res.End); err != nil {
+	if err := e.ConsumeQueues.TruncateDirtyAll(res.End); err != nil {
 		return nil, fmt.Errorf("truncate consumequeues: %w", err)
 	}
-	if e.index != nil {
-		dropped, rebuildFrom, err := e.index.DropPast(res.End)
+	if e.Index != nil {
+		dropped, rebuildFrom, err := e.Index.DropPast(res.End)
 		if err != nil {
 			return nil, err
 		}
@@ -135,31 +175,23 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 		if rebuildFrom >= 0 && rebuildFrom < res.Start {
 			// Rebuild the dropped files' entries below the new end; the ConsumeQueues skip
 			// what they already hold.
-			if _, err := e.log.Each(max(rebuildFrom, e.log.MinOffset()), res.Start, commitlog.Check{}, builder.Apply); err != nil {
+			if _, err := e.Log.Each(max(rebuildFrom, e.Log.MinOffset()), res.Start, commitlog.Check{}, builder.Apply); err != nil {
 				return nil, fmt.Errorf("rebuild index: %w", err)
 			}
 		}
 	}
 	builder.Forget()
-	if err := e.cq.CorrectMinOffsetAll(e.log.MinOffset()); err != nil {
+	if err := e.ConsumeQueues.CorrectMinOffsetAll(e.Log.MinOffset()); err != nil {
 		return nil, err
 	}
 
 	// Make the recovered state durable before taking traffic, so that a crash right after
 	// start does not redo the work.
-	if err := e.log.Flush(res.End); err != nil {
+	if err := e.Log.Flush(res.End); err != nil {
 		return nil, err
 	}
-	e.dispatchedTS, e.indexFilled = builder.LastStoreTimestamp, builder.IndexFilled
-	if e.dispatchedTS == 0 {
-		// Nothing was re-dispatched: the checkpoint's timestamps still describe the data, which
-		// recovery has all flushed now. The first checkpoint of the run must carry them, or a
-		// kill -9 before the next thorough flush leaves RocketMQ a checkpoint of zeros: it would
-		// recover from the first file and drop every index file.
-		e.dispatchedTS = recoveredTimestamp(cp, e.opts.Now().UnixMilli())
-	}
 	next := make(map[appender.QueueKey]int64)
-	for topic, queues := range e.cq.MaxOffsets() {
+	for topic, queues := range e.ConsumeQueues.MaxOffsets() {
 		for id, max := range queues {
 			next[appender.QueueKey{Topic: topic, QueueID: id}] = max
 		}
@@ -168,10 +200,10 @@ func (e *Engine) recover(cp checkpoint.Checkpoint, clean bool) (map[appender.Que
 	return next, nil
 }
 
-// propCRCFrom is where the last run's records all carry the whole-record CRC, from the
+// PropCRCFrom is where the last run's records all carry the whole-record CRC, from the
 // checkpoint (-1 when it does not say, or when RocketMQ, which writes no such property, has run
 // on the store since).
-func propCRCFrom(cp checkpoint.Checkpoint) int64 {
+func PropCRCFrom(cp checkpoint.Checkpoint) int64 {
 	if !cp.Ext.Valid || cp.Ext.Rewritten {
 		return -1
 	}
@@ -185,25 +217,28 @@ func propCRCFrom(cp checkpoint.Checkpoint) int64 {
 // what it dispatched) and only where a record starts: RocketMQ may, in principle, have cut and
 // rewritten the log below them, and a scan from inside a record would take the rest of the log
 // for a torn tail. Where neither holds, recovery goes by RocketMQ's fields alone.
-func (e *Engine) extension(cp checkpoint.Checkpoint, cqEnd int64) checkpoint.Ext {
+func (e *recoverer) extension(cp checkpoint.Checkpoint, cqEnd int64) checkpoint.Ext {
 	ext := cp.Ext
 	if !ext.Valid || !ext.Rewritten {
 		return ext
 	}
 	ext.DispatchedOffset = min(ext.DispatchedOffset, cqEnd)
-	if !e.log.StartsAt(ext.DispatchedOffset) {
-		e.opts.Logger.Warn().Int64("dispatched", cp.Ext.DispatchedOffset).Int64("consumequeues_end", cqEnd).
+	if !e.Log.StartsAt(ext.DispatchedOffset) {
+		e.Logger.Warn().Int64("dispatched", cp.Ext.DispatchedOffset).Int64("consumequeues_end", cqEnd).
 			Msg("RocketMQ rewrote the checkpoint and no record starts where its offsets say: recovering by RocketMQ's fields")
 		return checkpoint.Ext{}
 	}
 	return ext
 }
 
-// recoveredTimestamp is the store timestamp a checkpoint written right after a recovery that
-// re-dispatched nothing may carry: the earlier of the loaded checkpoint's CommitLog and
-// ConsumeQueue timestamps, the point RocketMQ's abnormal recovery would start from, but never
-// later than now (a damaged value would make RocketMQ skip what this run writes).
-func recoveredTimestamp(cp checkpoint.Checkpoint, now int64) int64 {
+// RecoveredTimestamp is the store timestamp the first checkpoint after a recovery that
+// re-dispatched nothing must carry: the checkpoint's timestamps still describe the data, which
+// recovery has all flushed, and a kill -9 before the next thorough flush would otherwise leave
+// RocketMQ a checkpoint of zeros (it would recover from the first file and drop every index
+// file). It is the earlier of the loaded checkpoint's CommitLog and ConsumeQueue timestamps,
+// the point RocketMQ's abnormal recovery would start from, but never later than now (a damaged
+// value would make RocketMQ skip what this run writes).
+func RecoveredTimestamp(cp checkpoint.Checkpoint, now int64) int64 {
 	ts := min(cp.PhysicMsgTimestamp, cp.LogicsMsgTimestamp)
 	if ts < 0 || ts > now {
 		return 0
@@ -218,22 +253,22 @@ func recoveredTimestamp(cp checkpoint.Checkpoint, now int64) int64 {
 // only records whose units a checkpoint had flushed, so such units are on disk whole; only
 // units written after the last checkpoint, for records at or past from, can be torn into
 // garbage, and those sit at or past the first queue offset the records from from on take.
-func (e *Engine) unitVerifier(from int64) func(*consumequeue.ConsumeQueue, int64, consumequeue.Unit) bool {
-	start := e.log.MinOffset()
+func (e *recoverer) unitVerifier(from int64) func(*consumequeue.ConsumeQueue, int64, consumequeue.Unit) bool {
+	start := e.Log.MinOffset()
 	var once sync.Once
 	var first map[appender.QueueKey]int64 // each queue's lowest queue offset among records from from on
 	return func(cq *consumequeue.ConsumeQueue, n int64, u consumequeue.Unit) bool {
 		if u.Phys >= start {
 			return e.unitMatchesRecord(cq, n, u)
 		}
-		size := e.log.FileSize()
+		size := e.Log.FileSize()
 		if !u.Valid() || u.End() > start || u.Phys%size+int64(u.Size) > size {
 			return false // no record could be there
 		}
 		once.Do(func() {
 			first = make(map[appender.QueueKey]int64)
 			// The scan ends at the first invalid record: where recovery will cut the log.
-			e.log.Each(max(from, start), e.log.MaxOffset(), commitlog.Check{}, func(_ int64, v commitlog.View) error {
+			e.Log.Each(max(from, start), e.Log.MaxOffset(), commitlog.Check{}, func(_ int64, v commitlog.View) error {
 				if tx := v.TransactionType(); tx != commitlog.TxNotType && tx != commitlog.TxCommit {
 					return nil // prepared and rolled back records get no unit
 				}
@@ -250,8 +285,8 @@ func (e *Engine) unitVerifier(from int64) func(*consumequeue.ConsumeQueue, int64
 }
 
 // unitMatchesRecord says whether unit n of cq names a record of that queue at that offset.
-func (e *Engine) unitMatchesRecord(cq *consumequeue.ConsumeQueue, n int64, u consumequeue.Unit) bool {
-	v, release, err := e.log.Read(u.Phys)
+func (e *recoverer) unitMatchesRecord(cq *consumequeue.ConsumeQueue, n int64, u consumequeue.Unit) bool {
+	v, release, err := e.Log.Read(u.Phys)
 	if err != nil {
 		return false
 	}
@@ -260,13 +295,12 @@ func (e *Engine) unitMatchesRecord(cq *consumequeue.ConsumeQueue, n int64, u con
 		string(v.Topic()) == cq.Topic()
 }
 
-// loadCheckpoint reads the checkpoint; a missing one is a fresh store. An extension that is
+// LoadCheckpoint reads the checkpoint at path; a missing one is a fresh store. An extension that is
 // damaged or of an unknown version is logged and left out: recovery then goes by RocketMQ's
 // fields, which are kept, as RocketMQ keeps them (they have no check of their own), so that
 // RocketMQ's rules (which index files an abnormal exit drops) apply as RocketMQ would apply them.
-func (e *Engine) loadCheckpoint(path string) checkpoint.Checkpoint {
-	cp, err := checkpoint.Load(e.opts.FS, path)
-	log := e.opts.Logger
+func LoadCheckpoint(fsys vfs.FS, path string, log zerolog.Logger) checkpoint.Checkpoint {
+	cp, err := checkpoint.Load(fsys, path)
 	switch {
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist):
