@@ -21,6 +21,7 @@ import (
 
 	appender "github.com/rocketstore/engine/append"
 	"github.com/rocketstore/engine/dispatch"
+	"github.com/rocketstore/engine/engine/monitor"
 	"github.com/rocketstore/engine/engine/recovery"
 	"github.com/rocketstore/engine/engine/retention"
 	"github.com/rocketstore/engine/flushers"
@@ -67,7 +68,7 @@ type Engine struct {
 	// for disk space (engine/retention; the appender's Gate).
 	retention *retention.Stage
 
-	syncMetrics *syncMetrics // metrics.go: sync latency and size histograms, fed by OnSync
+	syncMetrics *monitor.SyncMetrics // sync latency and size histograms, fed by the flusher
 
 	// producers guards sends on in: Submit holds it shared, Close takes it exclusively to close
 	// in once no send is under way.
@@ -217,12 +218,13 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	e.acks = acks
 	kick := make(chan struct{}, 1)
 	e.group, _ = stages.NewGroup(context.Background())
+	e.syncMetrics = monitor.NewSyncMetrics()
 
 	e.flusher = &flushers.CommitLog{
 		Log: e.log, Mode: flushers.Sync, Written: e.written, Durable: e.durable, Urgent: make(chan struct{}, 1),
 		Interval: o.FlushInterval, LeastPages: o.FlushLeastPages, ThoroughInterval: o.FlushThoroughInterval,
 		SlowSync: o.SlowSync, Logger: o.Logger.With().Str("stage", "flush").Logger(),
-		OnSync: e.onSync(), // metrics.go: one histogram Observe per sync
+		OnSync: e.syncMetrics.Observe, // one histogram Observe per sync
 	}
 	limit, level := e.durable, e.durable
 	if o.FlushMode == FlushAsync {
@@ -403,6 +405,15 @@ func (e *Engine) Done() <-chan struct{} { return e.group.Done() }
 
 // Err is the error that stopped the pipeline, if any.
 func (e *Engine) Err() error { return e.group.Err() }
+
+// Failure is the error that stopped the pipeline when it failed: nil while it runs, after a
+// clean stop and after Abort (a deliberate stop).
+func (e *Engine) Failure() error {
+	if err := e.group.Err(); err != nil && !errors.Is(err, errAborted) {
+		return err
+	}
+	return nil
+}
 
 // Close stops the engine cleanly: no new batches are taken, every stage drains in order (the
 // writer, the final sync, dispatch, the last checkpoint), the abort file is removed, and the

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rocketstore/engine/engine/monitor"
 	"github.com/rocketstore/engine/internal/natstest"
 	"github.com/rocketstore/engine/stages/ingress"
 )
@@ -193,7 +194,7 @@ func TestReplicatedFailover(t *testing.T) {
 	publish(2*perPhase, 3*perPhase)
 	waitStored(survivor, 3*perPhase)
 
-	if p := natsStatus(survivor.Server).Partitions; p == nil || p.Mode != "replicated" || len(p.Floors) != replParts {
+	if p := monitor.NATSStatus(survivor.Server).Partitions; p == nil || p.Mode != "replicated" || len(p.Floors) != replParts {
 		t.Fatalf("status partitions %+v", p)
 	}
 	got := replStored(t, survivor.Engine)

@@ -1,4 +1,4 @@
-package engine
+package monitor
 
 import (
 	"strconv"
@@ -45,37 +45,34 @@ type StatusPartitions struct {
 	Engines []string `json:"engines,omitempty"`
 }
 
-func natsStatus(s *Server) *StatusNATS {
-	nc := s.conn
+// NATSStatus is the NATS section of /status for the served engine s.
+func NATSStatus(s Server) *StatusNATS {
+	nc, info := s.NATSConn(), s.NATSInfo()
 	cs := nc.Stats()
 	n := &StatusNATS{
-		Embedded: s.nats != nil, Status: nc.Status().String(), Connected: nc.Status() == nats.CONNECTED,
+		Embedded: info.Embedded, Status: nc.Status().String(), Connected: nc.Status() == nats.CONNECTED,
 		URL: nc.ConnectedUrlRedacted(), ServerName: nc.ConnectedServerName(), ServerVersion: nc.ConnectedServerVersion(),
-		Subjects: s.subjects(), QueueGroup: s.opts.QueueGroup,
+		Subjects: info.Subjects, QueueGroup: info.QueueGroup, JetStream: info.JetStreamStream, Clients: info.Clients,
 		InMsgs: cs.InMsgs, OutMsgs: cs.OutMsgs, InBytes: cs.InBytes, OutBytes: cs.OutBytes, Reconnects: cs.Reconnects,
 	}
-	if s.opts.JetStream != nil {
-		n.JetStream = s.opts.JetStream.Stream
+	if info.JetStreamStream != "" {
 		n.Subjects = nil
 	}
-	if s.nats != nil {
-		n.Clients = s.nats.NumClients()
-	}
-	if s.ing != nil {
-		if p := s.ing.Partitions(); p != nil {
+	if in := s.Ingress(); in != nil {
+		if p := in.Partitions(); p != nil {
 			sp := &StatusPartitions{Count: p.Count, Owned: p.OwnedNow(), Mode: "single-copy", Ownership: "config"}
 			if sp.Owned == nil {
 				sp.Owned = []int{}
 			}
-			if s.opts.Ownership != nil {
-				sp.Ownership, sp.EngineID = "kv", s.opts.Ownership.EngineID
+			if info.OwnershipEngineID != "" {
+				sp.Ownership, sp.EngineID = "kv", info.OwnershipEngineID
 			}
-			if floors := s.ing.ReplicatedFloors(); floors != nil {
+			if floors := in.ReplicatedFloors(); floors != nil {
 				sp.Mode, sp.Floors = "replicated", map[string]uint64{}
 				for part, f := range floors {
 					sp.Floors[strconv.Itoa(part)] = f
 				}
-				sp.Taken, sp.Engines = s.ing.ReplicatedTaken(), s.ing.ReplicatedEngines()
+				sp.Taken, sp.Engines = in.ReplicatedTaken(), in.ReplicatedEngines()
 			}
 			n.Partitions = sp
 		}

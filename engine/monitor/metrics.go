@@ -1,10 +1,10 @@
-package engine
+package monitor
 
 import (
-	"errors"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,8 +13,8 @@ import (
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
-// Metrics (pull model): the monitor's collector reads Engine.Stats / Server.Stats and a few
-// cheap accessors on every scrape, so nothing runs on the hot path for them. The one exception
+// Metrics (pull model): the monitor's collector reads Engine.Stats and a few cheap accessors
+// on every scrape, so nothing runs on the hot path for them. The one exception
 // is the pair of CommitLog sync histograms, which need every sample: the flusher's OnSync
 // observes them once per sync (two atomic histogram updates next to an msync).
 //
@@ -35,6 +35,10 @@ var (
 	syncSizeBuckets = prometheus.ExponentialBuckets(1<<10, 4, 11) // 1 KiB .. 1 GiB
 )
 
+// SyncDurationBuckets are the upper bounds of the sync duration histogram's buckets (+Inf
+// aside).
+func SyncDurationBuckets() []float64 { return slices.Clone(syncDurationBuckets) }
+
 var (
 	syncDurationOpts = prometheus.HistogramOpts{
 		Name:    metricPrefix + "commitlog_sync_duration_seconds",
@@ -48,20 +52,20 @@ var (
 	}
 )
 
-// syncMetrics are an engine's sync histograms, fed by the flusher's OnSync.
-type syncMetrics struct {
+// SyncMetrics are an engine's CommitLog sync histograms. The engine makes them when it starts
+// and feeds them from the flusher (Observe), so that a monitor attached later shows every sync.
+type SyncMetrics struct {
 	duration, size prometheus.Histogram
 }
 
-// onSync makes the engine's sync histograms and returns the flusher's OnSync hook. It is
-// called once, while start wires the flusher.
-func (e *Engine) onSync() func(d time.Duration, bytes int64) {
-	m := &syncMetrics{duration: prometheus.NewHistogram(syncDurationOpts), size: prometheus.NewHistogram(syncSizeOpts)}
-	e.syncMetrics = m
-	return m.observe
+// NewSyncMetrics makes empty sync histograms.
+func NewSyncMetrics() *SyncMetrics {
+	return &SyncMetrics{duration: prometheus.NewHistogram(syncDurationOpts), size: prometheus.NewHistogram(syncSizeOpts)}
 }
 
-func (m *syncMetrics) observe(d time.Duration, bytes int64) {
+// Observe records one sync: how long it took and how many bytes it made durable (the flusher's
+// OnSync).
+func (m *SyncMetrics) Observe(d time.Duration, bytes int64) {
 	m.duration.Observe(d.Seconds())
 	m.size.Observe(float64(bytes))
 }
@@ -180,12 +184,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 
-	var s Stats
-	if st.server != nil {
-		s = st.server.Stats()
-	} else {
-		s = e.Stats()
-	}
+	s := st.stats()
 	gauge(descOffset, float64(s.Written), "written")
 	gauge(descOffset, float64(s.Durable), "durable")
 	gauge(descOffset, float64(s.Dispatched), "dispatched")
@@ -203,7 +202,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descAppendErrors, s.AppendErrors)
 	gauge(descDedupeSize, float64(s.DedupeSize))
 	counter(descSyncs, s.Syncs)
-	if sm := e.syncMetrics; sm != nil {
+	if sm := e.SyncMetrics(); sm != nil {
 		sm.duration.Collect(ch)
 		sm.size.Collect(ch)
 	}
@@ -211,7 +210,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if s.DiskUsedRatio >= 0 {
 		gauge(descDiskUsed, s.DiskUsedRatio)
 	}
-	if u, err := e.opts.FS.DiskUsage(filepath.Join(e.opts.Dir, "commitlog")); err == nil {
+	o := e.Store()
+	if u, err := o.FS.DiskUsage(filepath.Join(o.Dir, "commitlog")); err == nil {
 		gauge(descDiskFree, float64(u.Avail))
 		gauge(descDiskSize, float64(u.Total))
 	}
@@ -225,13 +225,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDeletedFiles, s.IndexFilesDeleted, "index")
 	counter(descDeletedBytes, s.BytesDeleted)
 
-	if f, ok := e.fileCounts(); ok {
+	if f, err := e.FileCounts(); err == nil {
 		gauge(descSegments, float64(f.Segments))
 		gauge(descQueues, float64(f.ConsumeQueues))
 		gauge(descQueuesMapped, float64(f.ConsumeQueuesMapped))
 		gauge(descIndexFiles, float64(f.IndexFiles))
 	}
-	gauge(descSegmentSize, float64(e.opts.CommitLogFileSize))
+	gauge(descSegmentSize, float64(o.SegmentSize))
 
 	r := e.Recovery()
 	gauge(descRecDuration, r.Took.Seconds())
@@ -267,16 +267,18 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descSubjectCache, float64(in.CachedSubjects))
 		counter(descCacheEvict, in.CacheEvictions)
 	}
-	if st.server != nil && st.server.conn != nil {
-		nc := st.server.conn
+	if st.server == nil {
+		return
+	}
+	if nc := st.server.NATSConn(); nc != nil {
 		gauge(descNATSConnected, bool01(nc.IsConnected()))
 		counter(descNATSReconnect, int64(nc.Stats().Reconnects))
 	}
-	if st.server != nil && st.server.ing != nil {
-		if p := st.server.ing.Partitions(); p != nil {
+	if in := st.server.Ingress(); in != nil {
+		if p := in.Partitions(); p != nil {
 			gauge(descPartsOwned, float64(len(p.OwnedNow())))
 		}
-		for part, f := range st.server.ing.ReplicatedFloors() {
+		for part, f := range in.ReplicatedFloors() {
 			gauge(descReplFloor, float64(f), strconv.Itoa(part))
 		}
 	}
@@ -296,43 +298,6 @@ func bool01(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// FileCounts are the store's files now.
-type FileCounts struct {
-	// Segments are the CommitLog's segment files, ConsumeQueues its (topic, queue) queues and
-	// ConsumeQueuesMapped those mapped now, IndexFiles the IndexFiles.
-	Segments            int `json:"commitlog_segments"`
-	ConsumeQueues       int `json:"consumequeues"`
-	ConsumeQueuesMapped int `json:"consumequeues_mapped"`
-	IndexFiles          int `json:"index_files"`
-}
-
-// fileCounts counts the store's files; false once the stores are closed.
-func (e *Engine) fileCounts() (FileCounts, bool) {
-	release, err := e.readStart()
-	if err != nil {
-		return FileCounts{}, false
-	}
-	defer release()
-	f := FileCounts{
-		Segments:            len(e.log.Queue().Files()),
-		ConsumeQueues:       e.cq.Len(),
-		ConsumeQueuesMapped: e.cq.MappedQueues(),
-	}
-	if e.index != nil {
-		f.IndexFiles = e.index.Len()
-	}
-	return f, true
-}
-
-// FileCounts returns the number of the store's files of each kind (ErrClosed once closed).
-func (e *Engine) FileCounts() (FileCounts, error) {
-	f, ok := e.fileCounts()
-	if !ok {
-		return f, ErrClosed
-	}
-	return f, nil
 }
 
 // buildRevision is the VCS revision the binary was built from, when the build recorded it.
@@ -356,7 +321,14 @@ var buildRevision = func() string {
 	return rev
 }()
 
-// stoppedWithError says whether err (Engine.Err) is a failure: an Abort is a deliberate stop.
-func stoppedWithError(err error) bool {
-	return err != nil && !errors.Is(err, errAborted)
+// stats are the engine's counters, with ingress's when served.
+func (st monitorState) stats() Stats {
+	s := st.engine.Stats()
+	if st.server != nil {
+		if in := st.server.Ingress(); in != nil {
+			is := in.Stats()
+			s.Ingress = &is
+		}
+	}
+	return s
 }
