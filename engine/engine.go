@@ -45,7 +45,7 @@ type Engine struct {
 
 	log     *commitlog.Log
 	cq      *consumequeue.Store
-	starts  *queueStarts // queuestarts.go
+	starts  *recovery.QueueStarts // queues continuing another engine's offsets
 	index   *indexfile.Service
 	builder *dispatch.Builder
 
@@ -164,16 +164,10 @@ func Open(opts Options) (_ *Engine, err error) {
 	if e.dispatchedTS == 0 { // nothing was re-dispatched
 		e.dispatchedTS = recovery.RecoveredTimestamp(cp, opts.Now().UnixMilli())
 	}
-	if err := e.loadQueueStarts(); err != nil {
+	if e.starts, err = recovery.LoadQueueStarts(fsys, opts.Dir); err != nil {
 		return nil, err
 	}
-	for k, start := range e.starts.starts {
-		// A queue recovered below its start holds only the blank units before it (a crash
-		// before its first unit): it continues at the start.
-		if off, ok := next[k]; ok && off < start {
-			next[k] = start
-		}
-	}
+	e.starts.Apply(next)
 	r := e.recovery
 	opts.Logger.Info().Bool("clean_exit", r.CleanExit).Bool("from_checkpoint", r.FromCheckpoint).
 		Int64("start", r.Start).Int64("end", r.End).Int64("records", r.Records).Str("tail", r.Tail).
@@ -243,7 +237,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	}
 	e.appender = appender.New(appender.Config{
 		Log: e.log, In: e.in, Out: acks, Written: e.written, Dispatched: e.dispatched,
-		MaxLag: o.MaxDispatchLag, MaxBatch: o.MaxAppendBatch, NextOffsets: next, StartOffset: e.starts.start,
+		MaxLag: o.MaxDispatchLag, MaxBatch: o.MaxAppendBatch, NextOffsets: next, StartOffset: e.starts.Start,
 		DedupeWindow: o.DedupeWindow, DedupeMax: dedupeMax, Kick: kick, Now: o.Now,
 		Gate: e.retention, Feed: feed, MaxQueueOffset: e.cq.MaxQueueOffset(),
 	})

@@ -1,8 +1,10 @@
 // Package recovery brings a store's derived files in line with its CommitLog, the only truth,
 // before the engine takes traffic: where the log's valid data ends (from the checkpoint, so the
 // work is bounded by it), what the ConsumeQueues and IndexFiles lack (re-dispatched through the
-// Builder live dispatch uses) and what they hold past the end (dropped). It owns the rules of
-// RocketMQ's normal and abnormal recovery that apply, and reports what it did (Report).
+// Builder live dispatch uses) and what they hold past the end (dropped), and where each queue
+// continues: the next offsets for the writer, raised to the starts of the queues that continue
+// another engine's offsets (QueueStarts, persisted in config/queueStarts.json). It owns the
+// rules of RocketMQ's normal and abnormal recovery that apply, and reports what it did (Report).
 package recovery
 
 import (
