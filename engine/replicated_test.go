@@ -95,7 +95,7 @@ func waitReplStarted(t *testing.T, ss ...*served) {
 		select {
 		case <-s.ReplicatedStarted():
 		case <-deadline:
-			t.Fatalf("replicated mode not started: %v", s.replicatedNotReady())
+			t.Fatalf("replicated mode not started: %v", s.Ingress().ReplicatedReady())
 		}
 	}
 }

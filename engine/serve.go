@@ -14,7 +14,6 @@ import (
 
 	"github.com/rocketstore/engine/engine/natsserver"
 	"github.com/rocketstore/engine/engine/readapi"
-	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -96,18 +95,7 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 	if err != nil {
 		return nil, err
 	}
-	s.ing, err = ingress.New(ingress.Config{
-		Conn: s.conn, Out: s.Engine.in, Subjects: nopts.Subjects, QueueGroup: nopts.QueueGroup,
-		TopicTokens: nopts.TopicTokens, QueuesPerTopic: nopts.QueuesPerTopic,
-		KeysHeader: nopts.KeysHeader, TagsHeader: nopts.TagsHeader, QueueKeyHeader: nopts.QueueKeyHeader,
-		Workers: nopts.Workers, WorkerQueue: nopts.WorkerQueue, MaxBatch: nopts.MaxBatch, DrainTimeout: nopts.DrainTimeout,
-		Encode:    &commitlog.EncodeOptions{PropCRC: !opts.NoPropCRC, MaxBodySize: opts.MaxBodySize},
-		StoreHost: opts.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
-		NoReply: nopts.NoReply, Logger: log, Clock: opts.Now, // ingress adds its stage field
-		JetStream: nopts.JetStream, Exclude: apiExcluded(nopts),
-		Batched: s.Engine.batchedConfig(nopts), Restarted: s.Engine.restartDedupe(), Partitions: parts,
-		Replicated: s.Engine.replicatedSource(nopts),
-	})
+	s.ing, err = s.Engine.newIngress(s.conn, nopts, parts)
 	if err != nil {
 		return nil, err
 	}
@@ -171,14 +159,6 @@ func (s *Server) startReadAPI(nopts NATSOptions, log zerolog.Logger) (err error)
 	}
 	s.api, err = readapi.Start(s.Engine, s.conn, cfg)
 	return err
-}
-
-// apiExcluded is ingress's Exclude for the read API's subjects (nil without the API).
-func apiExcluded(nopts NATSOptions) func(string) bool {
-	if nopts.NoReadAPI {
-		return nil
-	}
-	return readapi.Excluded(nopts.APIPrefix)
 }
 
 // NATSClosed is closed once the engine's NATS connection is closed for good: at shutdown, or
