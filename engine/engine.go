@@ -1,6 +1,16 @@
 // Package engine is the composition root: it opens a store (lock, recovery), wires the stages
-// with channels and watermarks, runs them, and shuts them down in order. It is the only package
-// that knows every stage.
+// with channels and watermarks, runs them in one group, and shuts them down in order; Serve
+// does the same for an engine fed from NATS. It is the only package that knows every stage and
+// every part of the engine; the parts never import it, each declares what it needs and this
+// package wires them:
+//
+//	engine/recovery    Open's recovery and the queues' next offsets
+//	engine/retention   the retention stage and the disk guard (the appender's Gate)
+//	engine/natsserver  the embedded nats-server, the engine's connection, partition ownership
+//	engine/readapi     the read API service
+//	engine/replay      replays of a topic onto a subject
+//	engine/lookup      what ingress asks of the store (resends, restart dedupe, replicated mode)
+//	engine/monitor     the HTTP monitor (metrics, health, status, pprof)
 //
 // Data moves forward on channels (ingress -> appender -> acks); only offsets move backward, as
 // watermarks with one owner each: Written (appender), Durable (CommitLog flusher), Dispatched

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	appender "github.com/rocketstore/engine/append"
 )
@@ -105,5 +106,27 @@ func TestOptionsPast32Bits(t *testing.T) {
 		MaxBodySize: math.MaxInt32 - payloadHeadroom}
 	if err := o.check(); err != nil {
 		t.Fatalf("at the limits: %v", err)
+	}
+}
+
+// TestOpenRefusesBadDeleteWhen: the settings are checked before anything is opened.
+func TestOpenRefusesBadDeleteWhen(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	o.DeleteWhen = "25"
+	if _, err := Open(o); err == nil || !strings.Contains(err.Error(), "DeleteWhen") {
+		t.Fatalf("open with DeleteWhen 25: %v", err)
+	}
+}
+
+func TestRetentionDefaults(t *testing.T) {
+	o := Options{Dir: "x"}.withDefaults()
+	if o.FileReservedTime != 72*time.Hour || o.DeleteWhen != "04" || o.CleanInterval != 10*time.Second ||
+		o.CleanFirstDelay != time.Minute || o.DiskMaxUsedRatio != 0.75 || o.DiskCleanForciblyRatio != 0.85 ||
+		o.DiskWarningRatio != 0.90 || o.DeleteFilesPerPass != 10 {
+		t.Fatalf("%+v", o)
+	}
+	o = Options{Dir: "x", DiskWarningRatio: 0.99, DiskCleanForciblyRatio: 0.1, DiskMaxUsedRatio: 0.05}.withDefaults()
+	if o.DiskWarningRatio != 0.90 || o.DiskCleanForciblyRatio != 0.30 || o.DiskMaxUsedRatio != 0.10 {
+		t.Fatalf("not clamped: %v %v %v", o.DiskWarningRatio, o.DiskCleanForciblyRatio, o.DiskMaxUsedRatio)
 	}
 }
