@@ -26,7 +26,13 @@ import (
 // TestDiskFullRefusesWrites: above DiskWarningRatio every message gets the 507 error and
 // nothing is written; writes resume within a second of the use falling back, and a pass that
 // frees space resumes them at once.
-func TestDiskFullRefusesWrites(t *testing.T) {
+func TestDiskFullRefusesWrites(t *testing.T) { synctest.Test(t, testDiskFullRefusesWrites) }
+
+// testDiskFullRefusesWrites runs in a synctest bubble so that it can wait (synctest.Wait) for
+// the pass a refusal asks for at once (the stage's, on its own goroutine) before it changes the
+// disk use: that pass would otherwise see the use fall back and admit writes before the gate's
+// re-check this test is about.
+func testDiskFullRefusesWrites(t *testing.T) {
 	clock := newRetClock(local(1, 10))
 	fs := newUsageFS(vfs.NewMem(vfs.WithClock(clock.Now)), 50)
 	o := retOptions(t, fs, clock)
@@ -39,6 +45,7 @@ func TestDiskFullRefusesWrites(t *testing.T) {
 
 	fs.pct.Store(91)
 	mustPass(t, e, clock.Now()) // also deletes (forced), but the fake use stays at 91%
+	synctest.Wait()             // the pass the refusal asked for has run
 	st := e.Stats()
 	if !st.RefusingWrites || st.DiskUsedRatio != 0.91 {
 		t.Fatalf("refusing %v at %v", st.RefusingWrites, st.DiskUsedRatio)
@@ -82,6 +89,7 @@ func TestDiskFullRefusesWrites(t *testing.T) {
 	// Refused again; Ready re-checks too.
 	fs.pct.Store(95)
 	mustPass(t, e, clock.Now())
+	synctest.Wait()
 	if err := e.Ready(); !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "95%") {
 		t.Fatalf("ready at 95%%: %v", err)
 	}
