@@ -86,3 +86,88 @@ func TestCrashKeepsAckedMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashStartedQueues: queues started above offset 0 (partitions taken over), the first of
+// them holding the CommitLog's first record (offset 0, no tags: a unit that differs from the
+// blank units before it only by its size), crash with their blank units and first units
+// unsynced: lost, kept, torn or turned to garbage at random. After recovery every acked message
+// is at its ack's position, each queue reads from its start (no torn blank unit is taken for a
+// message, and its first message is not taken for a blank unit), every unit from there names
+// its record, and new messages continue the offsets.
+func TestCrashStartedQueues(t *testing.T) {
+	seeds := 300
+	if testing.Short() {
+		seeds = 30
+	}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 13))
+			fsys := vfs.NewMem()
+			opts := testOptions(t, "/store")
+			opts.FS = fsys
+			opts.CommitLogFileSize = 16 << 10
+			opts.ConsumeQueueUnits = 50
+			if rng.IntN(3) == 0 {
+				opts.CQFlushThoroughInterval = 1 // a checkpoint on every tick
+			}
+			e := mustOpen(t, opts)
+			ctx := context.Background()
+			starts := map[int32]int64{}
+			for q := range int32(3) {
+				starts[q] = 1 + rng.Int64N(120)
+				if err := e.StartQueue(ctx, "s", q, starts[q]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			acked := map[string][]Result{}
+			for i := range 1 + rng.IntN(60) {
+				q := int32(i % 3)
+				if i > 0 {
+					q = rng.Int32N(3)
+				}
+				rs, err := e.Put(ctx, Message{Topic: "s", QueueID: q, Body: body("s", q, i)})
+				if err != nil || rs[0].Err != nil {
+					t.Fatalf("put: %v %+v", err, rs)
+				}
+				if i == 0 && rs[0].PhysOffset != 0 {
+					t.Fatalf("the first put is at %d", rs[0].PhysOffset)
+				}
+				key := fmt.Sprintf("s/%d", q)
+				acked[key] = append(acked[key], rs[0])
+			}
+			if err := e.Abort(); err != nil {
+				t.Fatalf("abort: %v", err)
+			}
+			garbage := []float64{0, 0.3}[rng.IntN(2)]
+			opts.FS = fsys.CrashImage(rng, vfs.CrashOptions{UnsyncedDirChanges: rng.IntN(2) == 0, GarbageProb: garbage})
+			e2 := mustOpen(t, opts)
+			defer e2.Close()
+			checkQueues(t, e2, acked)
+			for q, start := range starts {
+				cq := e2.cq.Find("s", q)
+				n := int64(len(acked[fmt.Sprintf("s/%d", q)]))
+				if n == 0 {
+					continue
+				}
+				if cq.MinOffset() != start || cq.MaxOffset() != start+n {
+					t.Fatalf("queue %d started at %d with %d messages: [%d, %d)", q, start, n, cq.MinOffset(), cq.MaxOffset())
+				}
+				for off := start; off < start+n; off++ {
+					u, err := cq.Unit(off)
+					if err != nil {
+						t.Fatal(err)
+					}
+					v, release, err := e2.log.Read(u.Phys)
+					if err != nil || v.QueueID() != q || v.QueueOffset() != off {
+						t.Fatalf("queue %d@%d: unit %+v names the wrong record (%v)", q, off, u, err)
+					}
+					release()
+				}
+				rs, err := e2.Put(ctx, Message{Topic: "s", QueueID: q, Body: []byte("more")})
+				if err != nil || rs[0].Err != nil || rs[0].QueueOffset != start+n {
+					t.Fatalf("queue %d went on: %v %+v, want offset %d", q, err, rs, start+n)
+				}
+			}
+		})
+	}
+}

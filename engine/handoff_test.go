@@ -185,6 +185,57 @@ func TestStartQueue(t *testing.T) {
 	}
 }
 
+// TestStartQueueAtCommitLogStart: a queue started above 0 on a fresh engine, whose first
+// message is the CommitLog's first record (offset 0, no tags: its unit is {0, size, 0}, as the
+// blank units before it but for the size), reads from its start: its first message is not taken
+// for a blank unit, neither while running nor after a restart, nor by the time search.
+func TestStartQueueAtCommitLogStart(t *testing.T) {
+	dir := t.TempDir()
+	e := mustOpen(t, testOptions(t, dir))
+	ctx := context.Background()
+	if err := e.StartQueue(ctx, "t", 0, 1000); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int64{1000, 1001} {
+		rs, err := e.Put(ctx, Message{Topic: "t", QueueID: 0, Body: []byte{'a' + byte(i)}})
+		if err != nil || rs[0].Err != nil || rs[0].QueueOffset != want || i == 0 && rs[0].PhysOffset != 0 {
+			t.Fatalf("put %d: %v %+v", i, err, rs)
+		}
+	}
+	if err := e.WaitDispatched(ctx, e.Offsets().Written); err != nil {
+		t.Fatal(err)
+	}
+	check := func(e *Engine, when string) {
+		t.Helper()
+		qs, err := e.QueueOffsets("t")
+		if err != nil || len(qs) != 1 || qs[0].Min != 1000 || qs[0].Max != 1002 {
+			t.Fatalf("%s: offsets %+v, %v; want [1000, 1002)", when, qs, err)
+		}
+		got, err := e.Get(ctx, GetRequest{Topic: "t", QueueID: 0, Offset: 1000, Max: 10, MaxBytes: 1 << 20})
+		if err != nil || len(got.Messages) != 2 || string(got.Messages[0].Body) != "a" || got.Messages[0].QueueOffset != 1000 {
+			t.Fatalf("%s: get at the start: %+v, %v", when, got, err)
+		}
+		if off, err := e.OffsetForTime("t", 0, 0); err != nil || off != 1000 {
+			t.Fatalf("%s: offset for time 0: %d, %v; want 1000", when, off, err)
+		}
+	}
+	check(e, "running")
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = mustOpen(t, testOptions(t, dir))
+	check(e, "after a restart")
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := testOptions(t, dir)
+	r, err := verify.Verify(ctx, verify.Options{Dir: dir, CommitLogFileSize: o.CommitLogFileSize,
+		ConsumeQueueUnits: o.ConsumeQueueUnits, IndexSlots: o.IndexSlots, IndexEntries: o.IndexEntries})
+	if err != nil || len(r.Problems) != 0 {
+		t.Fatalf("verify: %v, %+v", err, r.Problems)
+	}
+}
+
 // TestSyncAsync: Sync makes an async engine durable at once, without waiting for its thorough
 // flush (set to an hour here).
 func TestSyncAsync(t *testing.T) {

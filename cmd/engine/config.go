@@ -136,12 +136,16 @@ func (r *runCmd) AfterApply(kctx *kong.Context) error {
 
 // loadConfigFile parses the file at path and turns its values into the text of the flags
 // they set, for the keys no environment variable sets.
+//
+// A top-level name that is no key but that a $NAME reference uses is a variable the file sets
+// for itself, as in nats-server (whose parser, in its checking mode, marks the names used as
+// variables, and whose own configuration skips them the same way); a name that is no key and
+// that nothing uses is an unknown key, so that a typo is still refused.
 func loadConfigFile(path string, flags []*kong.Flag) (*configFile, error) {
-	values, err := conf.ParseFile(path)
+	tokens, err := conf.ParseFileWithChecks(path)
 	if err != nil {
 		return nil, configErrorf("config file %s: %w", path, err)
 	}
-	file := &configFile{path: path, values: values, resolved: map[*kong.Flag]string{}}
 	byKey := map[string]*kong.Flag{}
 	var keys []string
 	for _, f := range flags {
@@ -151,15 +155,31 @@ func loadConfigFile(path string, flags []*kong.Flag) (*configFile, error) {
 			byKey[strings.ReplaceAll(a, "-", "_")] = f
 		}
 	}
+	values := make(map[string]any, len(tokens))
+	for name, v := range tokens {
+		tk, isToken := v.(confToken)
+		if _, key := byKey[strings.ToLower(name)]; !key && isToken && tk.IsUsedVariable() {
+			continue // a variable the file sets for its $NAME references
+		}
+		values[name] = unwrapToken(v)
+	}
+	file := &configFile{path: path, values: values, resolved: map[*kong.Flag]string{}}
 	var errs []error
 	seen := map[*kong.Flag]string{}
 	for _, name := range slices.Sorted(maps.Keys(values)) {
 		key := strings.ToLower(name) // keys are case-insensitive, as nats-server's
 		f, ok := byKey[key]
 		if !ok {
-			msg := fmt.Sprintf("  unknown key %q", key)
+			var hints []string
 			if near := nearest(key, keys); near != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", near)
+				hints = append(hints, fmt.Sprintf("did you mean %q?", near))
+			}
+			if name == strings.ToUpper(name) {
+				hints = append(hints, "a variable set in the file must be used: $"+name)
+			}
+			msg := fmt.Sprintf("  unknown key %q", key)
+			if len(hints) > 0 {
+				msg += " (" + strings.Join(hints, " ") + ")"
 			}
 			errs = append(errs, errors.New(msg))
 			continue
@@ -186,6 +206,35 @@ func loadConfigFile(path string, flags []*kong.Flag) (*configFile, error) {
 		return nil, configErrorf("config file %s:\n%w", path, err)
 	}
 	return file, nil
+}
+
+// confToken is a value as the config parser's checking mode returns it (its type is not
+// exported): the value, and whether a $NAME reference used it.
+type confToken interface {
+	Value() any
+	IsUsedVariable() bool
+}
+
+// unwrapToken is v without its tokens, in lists and blocks too.
+func unwrapToken(v any) any {
+	if tk, ok := v.(confToken); ok {
+		v = tk.Value()
+	}
+	switch x := v.(type) {
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = unwrapToken(e)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = unwrapToken(e)
+		}
+		return out
+	}
+	return v
 }
 
 var durationType = reflect.TypeFor[time.Duration]()
@@ -301,6 +350,51 @@ func (r *runCmd) sourceOf(key string) string {
 	return sourceDefault
 }
 
+// holdsDefault says key holds its default value, wherever the value came from: for the checks
+// that ask whether a key is set, a key set to its default is not (replicated: false needs no
+// partitions), so that -t's output, which writes every key, reads back as the configuration it
+// describes.
+func (r *runCmd) holdsDefault(key string) bool {
+	for _, s := range r.settings {
+		if s.key == key {
+			return s.source == sourceDefault || formatValue(s.value) == formatValue(defaultValue(s.flag))
+		}
+	}
+	return true
+}
+
+// defaultValue is the flag's default, decoded as kong decodes it.
+func defaultValue(f *kong.Flag) reflect.Value {
+	v := reflect.New(f.Target.Type()).Elem()
+	if f.HasDefault {
+		_ = f.Mapper.Decode(&kong.DecodeContext{Value: f.Value, Scan: kong.Scan().PushTyped(f.Default, kong.FlagValueToken)}, v)
+	}
+	return v
+}
+
+// unusedDefault says why key's default is not in effect, "" if it is or key is set. Whether
+// these keys are set matters, not only their value: set, listen overrides nats_config's
+// address, and subjects and queues are refused with partitions. So -t prints them as comments:
+// written as settings, they would change the configuration read back.
+func (r *runCmd) unusedDefault(key string) string {
+	if r.sourceOf(key) != sourceDefault {
+		return ""
+	}
+	switch {
+	case key == "listen" && r.Server != "":
+		return "not used with server (an external one)"
+	case key == "listen" && r.NATSConfig != "":
+		return "not used: nats_config gives the embedded server's address"
+	case key == "subjects" && r.Partitions != 0:
+		return "not used with partitions: the engine subscribes to its partitions"
+	case key == "subjects" && r.JSStream != "":
+		return "not used with js_stream: the stream's consumer decides what is stored"
+	case key == "queues" && r.Partitions != 0:
+		return "not used with partitions: a topic's queues are its partitions"
+	}
+	return ""
+}
+
 // describeSource is a source for humans.
 func (r *runCmd) describeSource(src string) string {
 	switch src {
@@ -369,7 +463,9 @@ func quote(s string) string {
 }
 
 // printConfig writes the effective configuration in the configuration file's format, each key
-// with its source as a comment.
+// with its source as a comment; a default that is not in effect is itself a comment (see
+// unusedDefault), so that the output, used as the configuration file, gives the same
+// configuration back.
 func (r *runCmd) printConfig(w io.Writer) {
 	fmt.Fprintln(w, "# engine run: the effective configuration, in the configuration file's format.")
 	fmt.Fprintln(w, "# Each value comes from, by precedence: a flag, an environment variable, the")
@@ -386,6 +482,9 @@ func (r *runCmd) printConfig(w io.Writer) {
 			v = quote("<hidden>")
 		}
 		lines[i] = s.key + ": " + v
+		if r.unusedDefault(s.key) != "" {
+			lines[i] = "# " + lines[i]
+		}
 		if len(lines[i]) <= 56 {
 			width = max(width, len(lines[i]))
 		}
@@ -397,6 +496,9 @@ func (r *runCmd) printConfig(w io.Writer) {
 		}
 		if secret[s.key] && !s.value.IsZero() {
 			src += " (value hidden)"
+		}
+		if why := r.unusedDefault(s.key); why != "" {
+			src += "; " + why
 		}
 		fmt.Fprintf(w, "%-*s  # %s\n", width, lines[i], src)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -297,7 +298,9 @@ func TestConfigEveryKey(t *testing.T) {
 }
 
 // TestCheckConfigRoundTrip: what -t prints is a configuration file that gives the same
-// configuration back (secrets aside: they are printed hidden).
+// configuration back (secrets aside: they are printed hidden): every key in its format (the
+// file sets every key, so keys that exclude each other: it is parsed, not checked), then
+// configurations `engine run` accepts, which it must accept again (checkOutputRuns).
 func TestCheckConfigRoundTrip(t *testing.T) {
 	clearEnv(t)
 	dir := t.TempDir()
@@ -332,16 +335,185 @@ func TestCheckConfigRoundTrip(t *testing.T) {
 			t.Errorf("%s: %s, read back as %s from %s", s.key, a, b, s2.source)
 		}
 	}
-	// The default configuration (nothing set) reads back too, "$RS.API" included.
-	r = mustParse(t, "run")
-	out.Reset()
-	r.printConfig(&out)
-	if _, err := conf.Parse(out.String()); err != nil {
-		t.Fatalf("default -t output does not parse: %v\n%s", err, out.String())
+	checkOutputRuns(t)
+}
+
+// printedLine is one key of -t's output: a setting, or a default not in effect (a comment,
+// with why).
+var printedLine = regexp.MustCompile(`^(# )?([a-z_]+): (.*?) +# ([^;]*)(; .*)?$`)
+
+// printedKeys parses -t's output: key -> [commented, value, source, why].
+func printedKeys(t *testing.T, out string) map[string][4]string {
+	t.Helper()
+	keys := map[string][4]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if m := printedLine.FindStringSubmatch(line); m != nil {
+			keys[m[2]] = [4]string{m[1], m[3], m[4], m[5]}
+		}
 	}
-	r2 = mustParse(t, "run", "-c", writeConf(t, filepath.Join(dir, "defaults.conf"), out.String()))
-	if r2.APIPrefix != "$RS.API" || r2.Listen != "127.0.0.1:4222" {
-		t.Errorf("defaults read back: %q %q", r2.APIPrefix, r2.Listen)
+	return keys
+}
+
+// checkOutputRuns: -t's output is a configuration `engine run` accepts (validate) and that
+// gives the same configuration back: `engine run -c engine.conf -t > full.conf && engine run -c
+// full.conf -t` prints the same values, each key now from the file, in every mode whose checks
+// depend on what is set (partitions, an external server, nats_config, js_stream); a default
+// that is not in effect is printed as a comment saying why, and stays a default.
+func checkOutputRuns(t *testing.T) {
+	dir := t.TempDir()
+	creds := writeConf(t, filepath.Join(dir, "user.creds"), "")
+	natsConf := writeConf(t, filepath.Join(dir, "nats.conf"), "port: 4333\n")
+	for _, c := range []struct {
+		name, file string
+		env, args  []string
+		comments   []string // keys printed as comments
+	}{
+		{name: "defaults"},
+		{name: "file, environment and flags", file: "queues: 6\nsubjects: [\"orders.>\"]\nmax_body: 8MB\nuser: u\npassword: p\n",
+			env: []string{"ENGINE_FLUSH=async", "NATS_TOKEN="}, args: []string{"--http", "127.0.0.1:8333", "--nkey", ""}},
+		{name: "external server", file: "server: \"nats://a:4222\"\ncreds: " + creds + "\n", comments: []string{"listen"}},
+		{name: "nats_config", file: "nats_config: " + natsConf + "\n", comments: []string{"listen"}},
+		{name: "nats_config with listen", file: "nats_config: " + natsConf + "\nlisten: \"127.0.0.1:4222\"\n"},
+		{name: "js_stream", file: "js_stream: ORDERS\njs_filter: orders.eu\n", comments: []string{"subjects"}},
+		{name: "partitions", file: "partitions: 16\nowned_partitions: \"0-3\"\npartition_subjects: [\"orders.*\"]\n",
+			comments: []string{"subjects", "queues"}},
+		{name: "partitions from a bucket", file: "partitions: 16\nownership: kv\nengine_id: e-1\n", comments: []string{"subjects", "queues"}},
+		{name: "replicated partitions", file: "partitions: 16\nowned_partitions: \"0-15\"\nreplicated: true\nqueues: 16\n", comments: []string{"subjects"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"run", "--store", filepath.Join(dir, "store")}, c.args...)
+			if c.file != "" {
+				args = append(args, "-c", writeConf(t, filepath.Join(dir, "engine.conf"), c.file))
+			}
+			for _, kv := range c.env {
+				k, v, _ := strings.Cut(kv, "=")
+				t.Setenv(k, v)
+			}
+			r := mustParse(t, args...)
+			if err := r.validate(); err != nil {
+				t.Fatalf("the configuration: %v", err)
+			}
+			var out bytes.Buffer
+			r.printConfig(&out)
+			for _, kv := range c.env {
+				k, _, _ := strings.Cut(kv, "=")
+				os.Unsetenv(k)
+			}
+
+			full := writeConf(t, filepath.Join(dir, "full.conf"), out.String())
+			r2 := mustParse(t, "run", "-c", full)
+			if err := r2.validate(); err != nil {
+				t.Fatalf("-t's output as the configuration: %v\n%s", err, out.String())
+			}
+			var out2 bytes.Buffer
+			r2.printConfig(&out2)
+			first, second := printedKeys(t, out.String()), printedKeys(t, out2.String())
+			if len(first) != len(r.settings) || len(second) != len(first) {
+				t.Fatalf("-t printed %d keys, then %d, of %d", len(first), len(second), len(r.settings))
+			}
+			for _, s := range r.settings {
+				a, b := first[s.key], second[s.key]
+				a[2], b[2] = strings.TrimSuffix(a[2], " (value hidden)"), strings.TrimSuffix(b[2], " (value hidden)")
+				commented := slices.Contains(c.comments, s.key)
+				if (a[0] != "") != commented || a[2] != s.source || commented && a[3] == "" {
+					t.Errorf("%s printed as %q", s.key, a)
+				}
+				want := sourceFile
+				if commented {
+					want = sourceDefault
+				}
+				if b[0] != a[0] || b[1] != a[1] || b[2] != want || b[3] != a[3] {
+					t.Errorf("%s: printed %q, read back and printed %q", s.key, a, b)
+				}
+			}
+		})
+	}
+}
+
+// TestConfigEmptyValues: an empty value means what the key's default means, from a flag, a
+// variable or the file: an empty path names no file (not the working directory), and a key
+// that holds its default is not set for the checks that ask (replicated: false needs no
+// partitions), while its source stays where it came from.
+func TestConfigEmptyValues(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	file := writeConf(t, filepath.Join(dir, "engine.conf"), `creds: ""
+nkey: ""
+tlscert: ""
+tlskey: ""
+tlsca: ""
+nats_config: ""
+owned_partitions: ""
+partition_subjects: []
+replicated: false
+ownership: "config"
+engine_id: ""
+`)
+	t.Setenv("NATS_CREDS", "")
+	t.Setenv("ENGINE_CONFIG", "")
+	r := mustParse(t, "run", "--store", dir, "-c", file, "--tlsca", "")
+	if r.Creds != "" || r.Nkey != "" || r.TLSCert != "" || r.TLSKey != "" || r.TLSCA != "" || r.NATSConfig != "" {
+		t.Errorf("empty paths: creds %q nkey %q tlscert %q tlskey %q tlsca %q nats_config %q", r.Creds, r.Nkey, r.TLSCert, r.TLSKey, r.TLSCA, r.NATSConfig)
+	}
+	if err := r.validate(); err != nil {
+		t.Errorf("empty values: %v", err)
+	}
+	for key, src := range map[string]string{"creds": "env NATS_CREDS", "tlsca": sourceFlag, "replicated": sourceFile, "engine_id": sourceFile} {
+		if got := r.sourceOf(key); got != src {
+			t.Errorf("%s from %s, want %s", key, got, src)
+		}
+	}
+	// $ENGINE_CONFIG set to the empty string names no file either.
+	os.Unsetenv("NATS_CREDS")
+	if r := mustParse(t, "run"); r.file != nil || r.Config != "" {
+		t.Errorf("ENGINE_CONFIG=\"\": file %+v", r.file)
+	}
+	// A value other than the default still needs partitions.
+	writeConf(t, file, "replicated: true\nownership: kv\nowned_partitions: \"0\"\n")
+	err := mustParse(t, "run", "--store", dir, "-c", file).validate()
+	for _, key := range []string{"replicated", "ownership", "owned_partitions"} {
+		if err == nil || !strings.Contains(err.Error(), key+" (from file "+file+"): needs partitions") {
+			t.Errorf("%s set without partitions: %v", key, err)
+		}
+	}
+}
+
+// TestConfigFileVariables: the file may set variables for itself, as nats-server's files do
+// (NAME: value, then $NAME, also in a list and from an included file, and through another
+// variable); a name that is no key and that no $NAME uses is still an unknown key.
+func TestConfigFileVariables(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	writeConf(t, filepath.Join(dir, "vars.conf"), "REGION: \"eu\"\nQ = 7\n")
+	file := writeConf(t, filepath.Join(dir, "engine.conf"), `include vars.conf
+ORDERS: "orders.x"
+N: $Q
+subjects: [ $ORDERS, "billing.y" ]
+queues: $N
+queue_group: $REGION
+`)
+	r := mustParse(t, "run", "-c", file)
+	if !reflect.DeepEqual(r.Subjects, []string{"orders.x", "billing.y"}) || r.Queues != 7 || r.QueueGroup != "eu" {
+		t.Errorf("subjects %q, queues %d, queue group %q", r.Subjects, r.Queues, r.QueueGroup)
+	}
+	if r.sourceOf("queues") != sourceFile {
+		t.Errorf("queues from %s", r.sourceOf("queues"))
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"ORDERS: \"orders.x\"\nsubjects: [\"a\"]\n", `unknown key "orders" (did you mean "workers"? a variable set in the file must be used: $ORDERS)`},
+		{"X: 1\nqueus: $X\n", `unknown key "queus" (did you mean "queues"?)`},
+	} {
+		writeConf(t, file, tc.text)
+		_, err := parseArgs(t, "run", "-c", file)
+		var cerr *configError
+		if !errors.As(err, &cerr) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
+		}
+	}
+	// A variable named as a key is that key too, as in nats-server.
+	writeConf(t, file, "QUEUES: 3\ntopic_tokens: $QUEUES\n")
+	if r := mustParse(t, "run", "-c", file); r.Queues != 3 || r.TopicTokens != 3 {
+		t.Errorf("a variable named queues: queues %d, topic_tokens %d", r.Queues, r.TopicTokens)
 	}
 }
 

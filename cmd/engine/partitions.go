@@ -59,7 +59,7 @@ func (v *validator) partitions() {
 	r := v.r
 	if r.Partitions == 0 {
 		for _, key := range []string{"owned_partitions", "partition_subjects", "replicated", "ownership", "engine_id"} {
-			if r.sourceOf(key) != sourceDefault {
+			if !r.holdsDefault(key) {
 				v.bad(key, "needs partitions (the partition count)")
 			}
 		}

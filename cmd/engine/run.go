@@ -26,7 +26,7 @@ import (
 // variable; precedence is flag > environment > file > default (config.go). docs/CONFIG.md lists
 // them all. A zero value keeps its meaning here: the defaults below are the engine's.
 type runCmd struct {
-	Config      string `short:"c" help:"Configuration file, in the NATS server config format (docs/CONFIG.md): it sets what no flag or environment variable sets." env:"ENGINE_CONFIG" type:"path" placeholder:"FILE"`
+	Config      string `short:"c" help:"Configuration file, in the NATS server config format (docs/CONFIG.md): it sets what no flag or environment variable sets." env:"ENGINE_CONFIG" type:"path" default:"" placeholder:"FILE"`
 	CheckConfig bool   `name:"check-config" short:"t" help:"Check the configuration, print it (every key, its value and where it came from) and exit: 0 if valid, 2 if not."`
 
 	// Store files (RocketMQ's store settings).
@@ -103,21 +103,21 @@ type runCmd struct {
 
 	// The NATS connection: natscli's flag names and environment variables.
 	Server         string        `short:"s" aliases:"nats" help:"NATS server URLs of an external server, comma-separated, instead of the embedded one (its max_payload should be at least the body limit + 64 KiB)." env:"NATS_URL" placeholder:"URL" group:"NATS connection"`
-	Creds          string        `help:"User credentials file (JWT + nkey seed)." env:"NATS_CREDS" type:"path" placeholder:"FILE" group:"NATS connection"`
-	Nkey           string        `help:"User nkey seed file." env:"NATS_NKEY" type:"path" placeholder:"FILE" group:"NATS connection"`
+	Creds          string        `help:"User credentials file (JWT + nkey seed)." env:"NATS_CREDS" type:"path" default:"" placeholder:"FILE" group:"NATS connection"`
+	Nkey           string        `help:"User nkey seed file." env:"NATS_NKEY" type:"path" default:"" placeholder:"FILE" group:"NATS connection"`
 	User           string        `help:"User name." env:"NATS_USER" group:"NATS connection"`
 	Password       string        `help:"Password." env:"NATS_PASSWORD" group:"NATS connection"`
 	Token          string        `help:"Authentication token." env:"NATS_TOKEN" group:"NATS connection"`
-	TLSCert        string        `name:"tlscert" help:"TLS client certificate file." env:"NATS_CERT" type:"path" placeholder:"FILE" group:"NATS connection"`
-	TLSKey         string        `name:"tlskey" help:"TLS client private key file." env:"NATS_KEY" type:"path" placeholder:"FILE" group:"NATS connection"`
-	TLSCA          string        `name:"tlsca" help:"TLS certificate authority chain file." env:"NATS_CA" type:"path" placeholder:"FILE" group:"NATS connection"`
+	TLSCert        string        `name:"tlscert" help:"TLS client certificate file." env:"NATS_CERT" type:"path" default:"" placeholder:"FILE" group:"NATS connection"`
+	TLSKey         string        `name:"tlskey" help:"TLS client private key file." env:"NATS_KEY" type:"path" default:"" placeholder:"FILE" group:"NATS connection"`
+	TLSCA          string        `name:"tlsca" help:"TLS certificate authority chain file." env:"NATS_CA" type:"path" default:"" placeholder:"FILE" group:"NATS connection"`
 	TLSFirst       bool          `name:"tlsfirst" help:"Do the TLS handshake before the server's greeting (the server needs handshake_first)." env:"ENGINE_TLSFIRST" group:"NATS connection"`
 	ConnectionName string        `name:"connection-name" help:"Name of the engine's connection, as the server shows it." default:"rocketstore" env:"ENGINE_CONNECTION_NAME" group:"NATS connection"`
 	ReconnectWait  time.Duration `name:"reconnect-wait" help:"Pause between reconnection attempts; the engine reconnects forever, and waits for a server that is not up yet." default:"2s" env:"ENGINE_RECONNECT_WAIT" group:"NATS connection"`
 
 	// The embedded server.
 	Listen     string `help:"Client address of the embedded nats-server (port -1: any free port)." default:"127.0.0.1:4222" env:"ENGINE_LISTEN" group:"Embedded server"`
-	NATSConfig string `name:"nats-config" help:"nats-server configuration file for the embedded server (accounts, TLS, JetStream...); --listen, when set, overrides its address." env:"ENGINE_NATS_CONFIG" type:"path" placeholder:"FILE" group:"Embedded server"`
+	NATSConfig string `name:"nats-config" help:"nats-server configuration file for the embedded server (accounts, TLS, JetStream...); --listen, when set, overrides its address." env:"ENGINE_NATS_CONFIG" type:"path" default:"" placeholder:"FILE" group:"Embedded server"`
 
 	// The read API.
 	NoReadAPI    bool   `name:"no-read-api" help:"Do not serve the read API over NATS." env:"ENGINE_NO_READ_API" group:"Read API"`

@@ -299,7 +299,16 @@ func TestRepairPlanBeforeChange(t *testing.T) {
 		t.Fatalf("dry run:\n%s", repairText(rep))
 	}
 	requireSameFiles(t, before, hashFiles(t, fsys, testDir))
-	if len(told.Removals) != 1 || told.Removals[0].From != off || told.Removals[0].Part != "commitlog" || told.Removals[0].Reason == "" {
+	// The engine's allocator may or may not have prepared the next segment before the store was
+	// closed (it runs ahead on its own goroutine): an empty segment past the cut goes too.
+	var cuts []Removal
+	for _, r := range told.Removals {
+		if r.Part == "commitlog" && r.Whole && r.Count == 0 && r.From > off {
+			continue
+		}
+		cuts = append(cuts, r)
+	}
+	if len(cuts) != 1 || cuts[0].From != off || cuts[0].Part != "commitlog" || cuts[0].Reason == "" {
 		t.Fatalf("plan %+v", told.Removals)
 	}
 	var b strings.Builder

@@ -39,7 +39,9 @@
 //     re-dispatch.
 //   - Units at CommitLog offset 0 never count for the max physical offset, and the min offset
 //     never rests on a pre-blank unit, whole or torn by a crash: RocketMQ would take a blank's
-//     end (up to 2^31-1) as the point below which everything is already built.
+//     end (up to 2^31-1) as the point below which everything is already built. A torn blank is
+//     told from the unit of the CommitLog's first record by the unit after it, never by its
+//     offset: a queue that starts above 0 may hold that record first (Unit.filler).
 //   - TruncateDirty zeroes the units it drops in the file that remains, and makes the zeros
 //     durable, so that a later crash cannot bring them back.
 //   - CorrectMinOffset searches the whole queue, not only the first file.

@@ -235,7 +235,7 @@ func (cq *ConsumeQueue) onlyFillers(f *segment.File) bool {
 	if cq.maxPhys.Load() >= 0 {
 		return false
 	}
-	return leadingFillers(f.Base(), f.Data()[:wrote]) == wrote
+	return leadingFillers(f.Data()[:wrote]) == wrote
 }
 
 // putFirst writes the first unit of an empty queue: no file, or one file with no unit that

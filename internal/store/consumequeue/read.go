@@ -72,6 +72,25 @@ func unitAt(q *segment.Queue, off int64) (Unit, error) {
 	return one[0], nil
 }
 
+// fillerAt reads the unit at queue offset n of q, whose units end at byte end, and says whether
+// it is a pre-blank unit (Unit.filler), reading the unit after it when that decides.
+func fillerAt(q *segment.Queue, n, end int64) (Unit, bool, error) {
+	u, err := unitAt(q, n*UnitSize)
+	if err != nil {
+		return u, false, err
+	}
+	if u.Phys != 0 || u.blankLike() {
+		return u, u.blankLike(), nil
+	}
+	var next Unit
+	if (n+2)*UnitSize <= end {
+		if next, err = unitAt(q, (n+1)*UnitSize); err != nil {
+			return u, false, err
+		}
+	}
+	return u, u.filler(next), nil
+}
+
 // rangeErr turns segment's "no such file" errors into ErrOutOfRange: the offset was below the
 // queue's first file (or in a file deleted meanwhile), which is an offset too small.
 func rangeErr(err error) error {
@@ -139,14 +158,14 @@ func (cq *ConsumeQueue) OffsetByTime(t int64, storeTime func(phys int64, size in
 		return 0, err
 	}
 	defer cq.mu.RUnlock()
-	lo, hi := max(cq.minLogic.Load(), 0)/UnitSize, cq.endOf(q)/UnitSize
+	end := cq.endOf(q)
+	lo, hi := max(cq.minLogic.Load(), 0)/UnitSize, end/UnitSize
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		u, err := unitAt(q, mid*UnitSize)
+		u, older, err := fillerAt(q, mid, end)
 		if err != nil {
 			return 0, fmt.Errorf("consumequeue %s: offset %d: %w", cq, mid, err)
 		}
-		older := u.filler(mid * UnitSize)
 		if !older {
 			ts, err := storeTime(u.Phys, u.Size)
 			if err != nil {

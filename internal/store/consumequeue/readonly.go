@@ -86,7 +86,7 @@ func (cq *ConsumeQueue) findEnd(q *segment.Queue, known int64) error {
 		cq.minLogic.Store(first.Base())
 		cq.minPhys.Store(-1)
 	}
-	if err := cq.skipLeadingBlanks(first); err != nil {
+	if err := cq.skipLeadingBlanks(first, end); err != nil {
 		return err
 	}
 	cq.clampMin(end)

@@ -58,7 +58,7 @@ func (cq *ConsumeQueue) Recover() (int64, error) {
 		return -1, fmt.Errorf("consumequeue %s: recover: %w", cq, err)
 	}
 	cq.maxPhys.Store(maxPhys)
-	if err := cq.skipLeadingBlanks(fs[0]); err != nil {
+	if err := cq.skipLeadingBlanks(fs[0], end); err != nil {
 		return -1, err
 	}
 	cq.clampMin(end)
@@ -69,26 +69,31 @@ func (cq *ConsumeQueue) Recover() (int64, error) {
 // skipLeadingBlanks moves a min offset that still sits at the start of the first file past the
 // pre-blank units there, so that a queue that started at offset N reads from N again after a
 // restart, as it did before (RocketMQ leaves this to correctMinOffset). It reads one unit when
-// the queue did not start with a pre-blank fill. REQUIRES: minMu held.
-func (cq *ConsumeQueue) skipLeadingBlanks(f *segment.File) error {
+// the queue did not start with a pre-blank fill. end is where the queue's units end. REQUIRES:
+// minMu held.
+func (cq *ConsumeQueue) skipLeadingBlanks(f *segment.File, end int64) error {
 	if cq.minLogic.Load() > f.Base() {
 		return nil
 	}
 	if !f.Acquire() {
 		return fmt.Errorf("consumequeue %s: recover: %w", cq, segment.ErrDeleted)
 	}
-	pos := leadingFillers(f.Base(), f.Data()[:f.Wrote()])
+	pos := leadingFillers(f.Data()[:max(0, min(f.Wrote(), end-f.Base()))])
 	cq.minLogic.Store(f.Base() + pos)
 	cq.minPhys.Store(-1)
 	return f.Release()
 }
 
 // leadingFillers is how many bytes of pre-blank units, whole or torn, data starts with; data
-// holds the units from byte offset base of the queue on.
-func leadingFillers(base int64, data []byte) int64 {
+// holds a queue's first units, up to its end.
+func leadingFillers(data []byte) int64 {
 	pos := int64(0)
 	for ; pos+UnitSize <= int64(len(data)); pos += UnitSize {
-		if !DecodeUnit(data[pos:]).filler(base + pos) {
+		var next Unit
+		if pos+2*UnitSize <= int64(len(data)) {
+			next = DecodeUnit(data[pos+UnitSize:])
+		}
+		if !DecodeUnit(data[pos:]).filler(next) {
 			break
 		}
 	}
@@ -303,11 +308,11 @@ func (cq *ConsumeQueue) CorrectMinOffset(minCommitLogOffset int64) error {
 	var found Unit
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		u, err := unitAt(q, mid*UnitSize)
+		u, filler, err := fillerAt(q, mid, end)
 		if err != nil {
 			return fmt.Errorf("consumequeue %s: correct min offset: %w", cq, err)
 		}
-		if !u.filler(mid*UnitSize) && u.Phys >= minCommitLogOffset {
+		if !filler && u.Phys >= minCommitLogOffset {
 			hi, found = mid, u
 		} else {
 			lo = mid + 1

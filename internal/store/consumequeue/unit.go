@@ -85,21 +85,40 @@ func (u Unit) End() int64 { return u.Phys + int64(u.Size) }
 // position rule of Put skips its re-dispatch anyway.
 func (u Unit) real() bool { return u.Valid() && u.Phys > 0 }
 
-// tornBlankSize is the smallest size a torn Blank can show that no record can have: a Blank's
-// only non-zero bytes are its size's 7F FF FF FF, so a page torn inside it leaves Phys 0,
-// TagsCode 0 and a size of 7F000000, 7FFF0000, 7FFFFF00, 00FFFFFF, 0000FFFF or 000000FF; the
-// first four are 16 MiB or more, far beyond a record (4 MiB body + 64 KiB by default).
-const tornBlankSize = 0x00FFFFFF
-
-// filler says the unit at byte offset off of its queue is a pre-blank unit, whole or torn by a
-// crash, and names no record. Phys 0 and TagsCode 0 with a size no record has always are; at
-// any offset but 0 any unit with Phys 0 and TagsCode 0 is, since the unit of the CommitLog's
-// first record is the first unit of its queue. (So a Blank at offset 0 torn to 0xFF or 0xFFFF
-// bytes passes for a record: only a crash while a queue that starts at offset 1 was first
-// written can leave that.)
-func (u Unit) filler(off int64) bool {
-	return u.Phys == 0 && u.TagsCode == 0 && u.Size > 0 && (u.Size >= tornBlankSize || off > 0)
+// tornBlank says size is a Blank's, 7FFFFFFF, or what a crash can leave of it keeping its first
+// byte: 7F, then each byte FF or lost to zero. A record has the first size in no case (it ends 8
+// bytes before its segment's end at the latest, and a segment holds at most 2^31-1 bytes); the
+// seven others are within 16 MiB of 2 GiB, and a record of one of them, at CommitLog offset 0
+// and without tags, is the one unit taken for a filler.
+func tornBlank(size int32) bool {
+	if size>>24 != 0x7F {
+		return false
+	}
+	for b := range 3 {
+		if c := size >> (8 * b) & 0xFF; c != 0 && c != 0xFF {
+			return false
+		}
+	}
+	return true
 }
+
+// filler says u, followed in its queue by next (the zero Unit when u is the last), is a
+// pre-blank unit, whole or torn by a crash, and names no record. RocketMQ knows only the whole
+// Blank, by its size. What a crash leaves of one is a unit at Phys 0 with TagsCode 0 and some
+// of its size's bytes: with the first, a size no record has (blankLike); without it, a size a
+// record may have, as the unit of the CommitLog's first record may, at Phys 0 too and with
+// TagsCode 0 when untagged. Such a unit is told by the unit after it, never by its offset (a
+// queue started above 0 may begin with that record): a crash tears at most one unit at a page
+// or sector boundary, so a torn blank inside the fill is followed by a blank, and a record's
+// unit by records' units. The fill's last unit, torn so by a crash before the unit after it
+// was durable, passes for the record at offset 0; recovery checks the units written since the
+// last checkpoint against the CommitLog (TruncateUnverified), and cuts it.
+func (u Unit) filler(next Unit) bool {
+	return u.blankLike() || u.Phys == 0 && u.TagsCode == 0 && u.Size > 0 && next.blankLike()
+}
+
+// blankLike says u is a Blank, or what a crash can leave of one keeping its size's first byte.
+func (u Unit) blankLike() bool { return u.Phys == 0 && u.TagsCode == 0 && tornBlank(u.Size) }
 
 // ScanValid returns how many whole units at the start of b pass Valid, stopping at the first
 // that does not (or at the last whole unit), and the End of the last of them with Phys > 0 (-1

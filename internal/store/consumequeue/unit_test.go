@@ -39,7 +39,7 @@ func TestUnitCodec(t *testing.T) {
 	}
 	for _, c := range []struct {
 		u                   Unit
-		valid, real, filler bool // filler at offset 0
+		valid, real, filler bool // filler whatever follows but a blank
 	}{
 		{Unit{}, false, false, false},
 		{Unit{Phys: 0, Size: 1}, true, false, false}, // the CommitLog's first record
@@ -48,17 +48,31 @@ func TestUnitCodec(t *testing.T) {
 		{Unit{Phys: 5, Size: 0, TagsCode: 9}, false, false, false},
 		{Unit{Phys: 5, Size: -3}, false, false, false},
 		{Blank, true, false, true},
-		{Unit{Phys: 0, Size: 0x7F000000}, true, false, true}, // torn blanks
+		{Unit{Phys: 0, Size: 0x7F000000}, true, false, true}, // torn blanks that keep the size's first byte
 		{Unit{Phys: 0, Size: 0x7FFFFF00}, true, false, true},
-		{Unit{Phys: 0, Size: 0x00FFFFFF}, true, false, true},
-		{Unit{Phys: 0, Size: 0x0000FFFF}, true, false, false}, // ... that pass for a record at offset 0
+		{Unit{Phys: 0, Size: 0x7F00FFFF}, true, false, true},
+		{Unit{Phys: 0, Size: 0x00FFFFFF}, true, false, false}, // ... and that lose it: records may have these sizes
+		{Unit{Phys: 0, Size: 0x0000FFFF}, true, false, false},
+		{Unit{Phys: 0, Size: 0x7F123456}, true, false, false}, // no torn blank: a record of about 2 GiB
+		{Unit{Phys: 0, Size: 20 << 20}, true, false, false},   // a record of 20 MiB (max_body above 16 MiB)
 		{Unit{Phys: 0, Size: math.MaxInt32, TagsCode: 1}, true, false, false},
 	} {
-		if c.u.Valid() != c.valid || c.u.real() != c.real || c.u.filler(0) != c.filler || c.u.IsBlank() != (c.u == Blank) {
-			t.Errorf("%+v: valid %v real %v filler %v", c.u, c.u.Valid(), c.u.real(), c.u.filler(0))
+		if c.u.Valid() != c.valid || c.u.real() != c.real || c.u.IsBlank() != (c.u == Blank) {
+			t.Errorf("%+v: valid %v real %v", c.u, c.u.Valid(), c.u.real())
 		}
-		if c.u.Valid() && c.u.Phys == 0 && c.u.TagsCode == 0 && !c.u.filler(UnitSize) {
-			t.Errorf("%+v is no filler past offset 0", c.u)
+		// A unit at Phys 0 without tags followed by a blank, whole or torn with its size's first
+		// byte, is a filler, whatever its offset; followed by anything else (a record's unit, or
+		// one torn to Phys 0) it is what it is alone.
+		phys0 := c.u.Valid() && c.u.Phys == 0 && c.u.TagsCode == 0
+		for _, next := range []Unit{Blank, {Phys: 0, Size: 0x7FFF0000}} {
+			if c.u.filler(next) != phys0 {
+				t.Errorf("%+v before %+v: filler %v", c.u, next, c.u.filler(next))
+			}
+		}
+		for _, next := range []Unit{{}, unitFor(1), {Phys: 0, Size: 0x0000FFFF}, {Phys: 0, Size: 300}, {Phys: 0, Size: 300, TagsCode: 7}} {
+			if c.u.filler(next) != c.filler {
+				t.Errorf("%+v before %+v: filler %v", c.u, next, c.u.filler(next))
+			}
 		}
 	}
 }
