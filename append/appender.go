@@ -31,6 +31,15 @@ type Log interface {
 	NeedsNext() bool
 }
 
+// Gate admits or refuses writes before each batch (the retention stage implements it: a disk
+// above its limit, or dispatch waiting for space to grow a ConsumeQueue). It is asked on the
+// writer's goroutine for every batch, so it must be cheap while it admits.
+type Gate interface {
+	// Admit is nil while writes are taken, and the error every record of the batch gets while
+	// they are refused.
+	Admit() error
+}
+
 // QueueKey names one ConsumeQueue.
 type QueueKey struct {
 	Topic   string
@@ -76,7 +85,7 @@ type Config struct {
 	Now func() time.Time
 	// Gate, when set, is asked before each batch; an error refuses the batch (every record gets
 	// it) without stopping the appender: a full disk refuses writes until space returns.
-	Gate func() error
+	Gate Gate
 	// Feed, when set, gets each round's records whose RecordIndex the encoder knew, once they
 	// are written (stages.DispatchFeed): dispatch then builds them without reading them back.
 	Feed *stages.DispatchFeed
@@ -213,7 +222,7 @@ func (a *Appender) appendBatch(b *stages.Batch, now time.Time) {
 	ts := now.UnixMilli()
 	var gateErr error
 	if a.cfg.Gate != nil {
-		gateErr = a.cfg.Gate()
+		gateErr = a.cfg.Gate.Admit()
 	}
 	if a.dedupe != nil {
 		a.dedupe.expire(now)

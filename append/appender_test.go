@@ -346,18 +346,23 @@ func TestAppenderDedupeOff(t *testing.T) {
 	}
 }
 
+// gateFunc is a Gate from a function.
+type gateFunc func() error
+
+func (f gateFunc) Admit() error { return f() }
+
 func TestAppenderGateRefusesBatch(t *testing.T) {
 	full := errors.New("disk above the high-water mark")
 	var refuse atomic.Bool
 	refuse.Store(true)
 	h := start(t, nil, Config{
 		MaxLag: 1 << 30, DedupeWindow: time.Minute, DedupeMax: 10,
-		Gate: func() error {
+		Gate: gateFunc(func() error {
 			if refuse.Load() {
 				return full
 			}
 			return nil
-		},
+		}),
 	})
 	pre := errors.New("could not encode")
 	b := h.round(encode(t, "T", 0, "a", "id-a", 0), stages.Record{Topic: "T", Err: pre}, encode(t, "T", 0, "b", "", 0))

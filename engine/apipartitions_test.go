@@ -99,7 +99,7 @@ func TestPartitionEmptyQueues(t *testing.T) {
 
 	// A long poll on the empty queue 6 ends with its first message.
 	polling := make(chan struct{}, 1)
-	s.api.setPolling(func() { polling <- struct{}{} })
+	s.api.OnPoll(func() { polling <- struct{}{} })
 	type got struct {
 		rep *api.GetReply
 		err error

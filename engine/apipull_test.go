@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/engine/replay"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
@@ -24,19 +25,14 @@ import (
 // api.Consumer. No sleeps: every wait is for a reply or a channel, bounded by serveTimeout.
 
 // replayHeader is the header a replay would send for the message msgID, without the replay's
-// own and position headers: what a pulled message's header must be.
+// own and position headers (replay.Headers): what a pulled message's header must be.
 func replayHeader(t *testing.T, e *Engine, msgID string) nats.Header {
 	t.Helper()
 	m, err := e.Lookup(msgID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replay{req: ReplayRequest{KeysHeader: ingress.DefaultKeysHeader, TagsHeader: ingress.DefaultTagsHeader, ID: "x"}}
-	h := r.natsMsg(&m, 1, 0).Header
-	for _, k := range []string{api.HeaderTopic, api.HeaderQueueID, api.HeaderQueueOffset, api.HeaderMsgID,
-		api.HeaderStoreTimestamp, api.HeaderReplayID, api.HeaderReplaySeq} {
-		delete(h, k)
-	}
+	h := replay.Headers(&m, ingress.DefaultKeysHeader, ingress.DefaultTagsHeader)
 	for _, vs := range h {
 		for i, v := range vs {
 			vs[i] = strings.TrimSpace(v) // as NATS carries them
@@ -280,7 +276,7 @@ func TestPullLongPoll(t *testing.T) {
 	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1, MaxLongPolls: 1})
 	first := a.store(t, apiMsg("poll.me", 0))
 	polling := make(chan struct{}, 1)
-	a.api.setPolling(func() { polling <- struct{}{} })
+	a.api.OnPoll(func() { polling <- struct{}{} })
 	type result struct {
 		r   *api.PullResult
 		err error
@@ -335,7 +331,7 @@ func TestPullConsumerFollowsHead(t *testing.T) {
 	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1})
 	first := a.store(t, apiMsg("poll.me", 0))
 	polls := make(chan struct{}, 8)
-	a.api.setPolling(func() { polls <- struct{}{} })
+	a.api.OnPoll(func() { polls <- struct{}{} })
 	k := a.client.NewConsumer(api.ConsumerConfig{Topic: first.Topic, WaitMs: api.MaxWaitMs})
 	defer k.Close()
 	b, err := k.Next(a.ctx)
@@ -361,7 +357,7 @@ func TestPullShutdownAnswersLongPolls(t *testing.T) {
 	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1})
 	ack := a.store(t, apiMsg("poll.me", 0))
 	polling := make(chan struct{}, 1)
-	a.api.setPolling(func() { polling <- struct{}{} })
+	a.api.OnPoll(func() { polling <- struct{}{} })
 	waited := make(chan error, 1)
 	go func() {
 		_, err := a.client.Pull(a.ctx, api.PullRequest{Topic: ack.Topic, Offset: 1, WaitMs: api.MaxWaitMs})

@@ -403,7 +403,7 @@ func TestAPILongPoll(t *testing.T) {
 	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1, MaxLongPolls: 1})
 	first := a.store(t, apiMsg("poll.me", 0))
 	polling := make(chan struct{}, 1)
-	a.api.setPolling(func() { polling <- struct{}{} })
+	a.api.OnPoll(func() { polling <- struct{}{} })
 
 	type result struct {
 		r   *api.GetReply
@@ -452,7 +452,7 @@ func TestAPIShutdownAnswersLongPolls(t *testing.T) {
 	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1})
 	ack := a.store(t, apiMsg("poll.me", 0))
 	polling := make(chan struct{}, 1)
-	a.api.setPolling(func() { polling <- struct{}{} })
+	a.api.OnPoll(func() { polling <- struct{}{} })
 	waited := make(chan error, 1)
 	go func() {
 		_, err := a.client.Get(a.ctx, api.GetRequest{Topic: ack.Topic, Offset: 1, WaitMs: api.MaxWaitMs})

@@ -1,6 +1,16 @@
 // Package engine is the composition root: it opens a store (lock, recovery), wires the stages
-// with channels and watermarks, runs them, and shuts them down in order. It is the only package
-// that knows every stage.
+// with channels and watermarks, runs them in one group, and shuts them down in order; Serve
+// does the same for an engine fed from NATS. It is the only package that knows every stage and
+// every part of the engine; the parts never import it, each declares what it needs and this
+// package wires them:
+//
+//	engine/recovery    Open's recovery and the queues' next offsets
+//	engine/retention   the retention stage and the disk guard (the appender's Gate)
+//	engine/natsserver  the embedded nats-server, the engine's connection, partition ownership
+//	engine/readapi     the read API service
+//	engine/replay      replays of a topic onto a subject
+//	engine/lookup      what ingress asks of the store (resends, restart dedupe, replicated mode)
+//	engine/monitor     the HTTP monitor (metrics, health, status, pprof)
 //
 // Data moves forward on channels (ingress -> appender -> acks); only offsets move backward, as
 // watermarks with one owner each: Written (appender), Durable (CommitLog flusher), Dispatched
@@ -21,6 +31,9 @@ import (
 
 	appender "github.com/rocketstore/engine/append"
 	"github.com/rocketstore/engine/dispatch"
+	"github.com/rocketstore/engine/engine/monitor"
+	"github.com/rocketstore/engine/engine/recovery"
+	"github.com/rocketstore/engine/engine/retention"
 	"github.com/rocketstore/engine/flushers"
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/checkpoint"
@@ -43,7 +56,7 @@ type Engine struct {
 
 	log     *commitlog.Log
 	cq      *consumequeue.Store
-	starts  *queueStarts // queuestarts.go
+	starts  *recovery.QueueStarts // queues continuing another engine's offsets
 	index   *indexfile.Service
 	builder *derive.Builder
 
@@ -62,10 +75,11 @@ type Engine struct {
 	reader  *reader.Reader
 	offsets *reader.ConsumerOffsets
 
-	retention *retention // retention.go: deletes old files, refuses writes on a full disk
-	noSpace   noSpace    // nospace.go: refuses writes while dispatch waits for disk space
+	// retention deletes old files and refuses writes on a full disk, or while dispatch waits
+	// for disk space (engine/retention; the appender's Gate).
+	retention *retention.Stage
 
-	syncMetrics *syncMetrics // metrics.go: sync latency and size histograms, fed by OnSync
+	syncMetrics *monitor.SyncMetrics // sync latency and size histograms, fed by the flusher
 
 	// producers guards sends on in: Submit holds it shared, Close takes it exclusively to close
 	// in once no send is under way.
@@ -97,10 +111,10 @@ func Open(opts Options) (_ *Engine, err error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	e := &Engine{opts: opts}
-	if e.retention, err = newRetention(e); err != nil {
+	if err := opts.Retention().Validate(); err != nil {
 		return nil, err
 	}
+	e := &Engine{opts: opts}
 	fsys := opts.FS
 	if err := fsys.MkdirAll(opts.Dir); err != nil {
 		return nil, err
@@ -117,7 +131,7 @@ func Open(opts Options) (_ *Engine, err error) {
 	if _, aerr := fsys.Stat(filepath.Join(opts.Dir, meta.AbortFileName)); aerr == nil {
 		clean = false
 	}
-	cp := e.loadCheckpoint(filepath.Join(opts.Dir, checkpoint.FileName))
+	cp := recovery.LoadCheckpoint(fsys, filepath.Join(opts.Dir, checkpoint.FileName), opts.Logger)
 
 	if e.log, err = commitlog.OpenLog(commitlog.LogOptions{
 		FS: fsys, Dir: filepath.Join(opts.Dir, "commitlog"), FileSize: opts.CommitLogFileSize, Prefault: !opts.NoPrefault,
@@ -151,20 +165,20 @@ func Open(opts Options) (_ *Engine, err error) {
 		return nil, err
 	}
 
-	next, err := e.recover(cp, clean)
+	rep, next, err := recovery.Run(recovery.Stores{Log: e.log, ConsumeQueues: e.cq, Index: e.index, Builder: e.builder,
+		Logger: opts.Logger}, cp, clean)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.loadQueueStarts(); err != nil {
+	e.recovery = rep
+	e.dispatchedTS, e.indexFilled = e.builder.LastStoreTimestamp, e.builder.IndexFilled
+	if e.dispatchedTS == 0 { // nothing was re-dispatched
+		e.dispatchedTS = recovery.RecoveredTimestamp(cp, opts.Now().UnixMilli())
+	}
+	if e.starts, err = recovery.LoadQueueStarts(fsys, opts.Dir); err != nil {
 		return nil, err
 	}
-	for k, start := range e.starts.starts {
-		// A queue recovered below its start holds only the blank units before it (a crash
-		// before its first unit): it continues at the start.
-		if off, ok := next[k]; ok && off < start {
-			next[k] = start
-		}
-	}
+	e.starts.Apply(next)
 	r := e.recovery
 	opts.Logger.Info().Bool("clean_exit", r.CleanExit).Bool("from_checkpoint", r.FromCheckpoint).
 		Int64("start", r.Start).Int64("end", r.End).Int64("records", r.Records).Str("tail", r.Tail).
@@ -177,13 +191,16 @@ func Open(opts Options) (_ *Engine, err error) {
 	end := e.log.MaxOffset()
 	e.written, e.durable, e.dispatched = stages.NewWatermark(end), stages.NewWatermark(end), stages.NewWatermark(end)
 	e.reader = reader.New(e.log, e.cq, e.index, e.dispatched, opts.StoreHost)
+	if err := e.newRetention(); err != nil { // retention.go
+		return nil, err
+	}
 	ckp := e.checkpointer()
 	// From here on every record carries the whole-record CRC, unless turned off; a store that
 	// already had it from an earlier offset keeps that one.
 	ckp.PropCRCFrom = -1
 	if !opts.NoPropCRC {
 		ckp.PropCRCFrom = end
-		if from := propCRCFrom(cp); from >= 0 && from <= end {
+		if from := recovery.PropCRCFrom(cp); from >= 0 && from <= end {
 			ckp.PropCRCFrom = max(from, e.recovery.NoPropCRCEnd)
 		}
 	}
@@ -206,43 +223,36 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	e.acks = acks
 	kick := make(chan struct{}, 1)
 	e.group, _ = stages.NewGroup(context.Background())
+	e.syncMetrics = monitor.NewSyncMetrics()
 
 	e.flusher = &flushers.CommitLog{
 		Log: e.log, Mode: flushers.Sync, Written: e.written, Durable: e.durable, Urgent: make(chan struct{}, 1),
 		Interval: o.FlushInterval, LeastPages: o.FlushLeastPages, ThoroughInterval: o.FlushThoroughInterval,
 		SlowSync: o.SlowSync, Logger: o.Logger.With().Str("stage", "flush").Logger(),
-		OnSync: e.onSync(), // metrics.go: one histogram Observe per sync
+		OnSync: e.syncMetrics.Observe, // one histogram Observe per sync
 	}
 	limit, level := e.durable, e.durable
 	if o.FlushMode == FlushAsync {
 		e.flusher.Mode = flushers.Async
 		limit, level = e.written, e.written
 	}
-	e.noSpace.log = o.Logger.With().Str("stage", "dispatch").Logger()
-	e.noSpace.changed = func(full bool) {
-		if full {
-			e.retention.kick()
-		} else {
-			e.retention.checkDisk(o.Now())
-		}
-	}
 	// The appender hands each round's records to dispatch, which then need not read them back.
 	// 256 Ki records (about 16 MiB) are far more than dispatch lags by in steady state; a full
 	// feed only drops rounds, which dispatch reads from the log.
 	feed := stages.NewDispatchFeed(256 << 10)
 	e.dispatcher = &dispatch.Dispatcher{Log: e.log, Builder: e.builder, Limit: limit, Dispatched: e.dispatched,
-		NoSpace: e.noSpace.set, Feed: feed}
+		NoSpace: e.retention.NoSpace, Feed: feed}
 	dedupeMax := o.DedupeMax
 	if dedupeMax < 0 {
 		dedupeMax = 0
 	}
 	e.appender = appender.New(appender.Config{
 		Log: e.log, In: e.in, Out: acks, Written: e.written, Dispatched: e.dispatched,
-		MaxLag: o.MaxDispatchLag, MaxBatch: o.MaxAppendBatch, NextOffsets: next, StartOffset: e.starts.start,
+		MaxLag: o.MaxDispatchLag, MaxBatch: o.MaxAppendBatch, NextOffsets: next, StartOffset: e.starts.Start,
 		DedupeWindow: o.DedupeWindow, DedupeMax: dedupeMax, Kick: kick, Now: o.Now,
-		Gate: e.gate, Feed: feed, MaxQueueOffset: e.cq.MaxQueueOffset(),
+		Gate: e.retention, Feed: feed, MaxQueueOffset: e.cq.MaxQueueOffset(),
 	})
-	e.retention.checkDisk(o.Now()) // before the first batch: a full disk refuses from the start
+	e.retention.CheckDisk(o.Now()) // before the first batch: a full disk refuses from the start
 	alloc := &appender.Allocator{Prepare: e.log.PrepareNext, Kick: kick, Log: o.Logger.With().Str("stage", "allocate").Logger()}
 	if o.MmapWrites && !o.NoPrefault {
 		alloc.Warm = e.log.WarmActive
@@ -273,7 +283,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		return e.appender.Run(ctx)
 	})
 	e.group.Go("offsets", func(ctx context.Context) error { return e.persistOffsets(ctx, o.OffsetPersistInterval) })
-	e.group.Go("retention", e.retention.run)
+	e.group.Go("retention", e.retention.Run)
 }
 
 func (e *Engine) checkpointer() *flushers.Checkpointer {
@@ -287,7 +297,7 @@ func (e *Engine) checkpointer() *flushers.Checkpointer {
 		Logger: o.Logger.With().Str("stage", "checkpoint").Logger(),
 		Saved: func(cp checkpoint.Checkpoint) {
 			e.sealed.Store(cp.Ext.DurableOffset)
-			e.retention.checkpointed(cp) // retention deletes only below the last checkpoint
+			e.retention.Checkpointed(cp) // retention deletes only below the last checkpoint
 		},
 	}
 	if e.index != nil {
@@ -315,6 +325,9 @@ func (e *Engine) IndexFilled() int64 {
 	}
 	return e.indexFilled
 }
+
+// Recovery reports what Open found and did before taking traffic (engine/recovery).
+type Recovery = recovery.Report
 
 // Recovery is what Open found and did.
 func (e *Engine) Recovery() Recovery { return e.recovery }
@@ -397,6 +410,15 @@ func (e *Engine) Done() <-chan struct{} { return e.group.Done() }
 
 // Err is the error that stopped the pipeline, if any.
 func (e *Engine) Err() error { return e.group.Err() }
+
+// Failure is the error that stopped the pipeline when it failed: nil while it runs, after a
+// clean stop and after Abort (a deliberate stop).
+func (e *Engine) Failure() error {
+	if err := e.group.Err(); err != nil && !errors.Is(err, errAborted) {
+		return err
+	}
+	return nil
+}
 
 // Close stops the engine cleanly: no new batches are taken, every stage drains in order (the
 // writer, the final sync, dispatch, the last checkpoint), the abort file is removed, and the

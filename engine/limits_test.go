@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io/fs"
 	"math"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	appender "github.com/rocketstore/engine/append"
-	"github.com/rocketstore/engine/internal/store/commitlog"
 )
 
 // TestQueueAtMaxOffset: a queue started at its ConsumeQueue's last offsets (StartQueue is the
@@ -106,39 +104,24 @@ func TestOptionsPast32Bits(t *testing.T) {
 	}
 }
 
-// TestGeneratedUniqKeyAcrossTheWrap: replay tells a generated UNIQ_KEY by its time part, which
-// holds the ms since the month's start in 32 bits: it is recognised past 2^31 ms (negative as an
-// int32), at the month's last ms, and when the message was taken just after the month the key
-// was made in ended.
-func TestGeneratedUniqKeyAcrossTheWrap(t *testing.T) {
-	month := time.Date(2024, 1, 1, 0, 0, 0, 0, time.Local) // 31 days
-	end := month.AddDate(0, 1, 0)
-	for _, tc := range []struct {
-		made, born time.Time
-		want       bool
-	}{
-		{month.Add((1<<31 + 10) * time.Millisecond), month.Add((1<<31 + 10) * time.Millisecond), true},
-		{month.Add((1<<31 - 10) * time.Millisecond), month.Add((1<<31 + 10) * time.Millisecond), true},
-		{month.Add((1<<31 + 10) * time.Millisecond), month.Add((1<<31)*time.Millisecond + 2*time.Minute), false},
-		{end.Add(-time.Millisecond), end.Add(-time.Millisecond), true},
-		{end.Add(-30 * time.Second), end.Add(30 * time.Second), true},
-	} {
-		gen := commitlog.NewUniqKeyGen(netip.MustParseAddr("127.0.0.1"), 42, 7, func() time.Time { return tc.made })
-		if got := generatedUniqKey(gen.Next(), tc.born.UnixMilli()); got != tc.want {
-			t.Errorf("made %v, born %v: %v, want %v", tc.made, tc.born, got, tc.want)
-		}
+// TestOpenRefusesBadDeleteWhen: the settings are checked before anything is opened.
+func TestOpenRefusesBadDeleteWhen(t *testing.T) {
+	o := testOptions(t, t.TempDir())
+	o.DeleteWhen = "25"
+	if _, err := Open(o); err == nil || !strings.Contains(err.Error(), "DeleteWhen") {
+		t.Fatalf("open with DeleteWhen 25: %v", err)
 	}
 }
 
-// TestReplayRateAtTheLimit: a paced replay's interval between two messages must fit a
-// time.Duration: a rate whose interval overflows it is refused, one just inside is taken. (The
-// schedule, interval × messages sent, overflows only 292 years after the start.)
-func TestReplayRateAtTheLimit(t *testing.T) {
-	for rate, ok := range map[float64]bool{1e-9: true, float64(time.Second) / math.MaxInt64 * 1.0001: true,
-		float64(time.Second) / math.MaxInt64: false, 1e-10: false, math.SmallestNonzeroFloat64: false} {
-		req := ReplayRequest{Topic: "t", Subject: "to", Mode: ReplayPaced, Rate: rate}
-		if err := checkReplay(&req); (err == nil) != ok {
-			t.Errorf("rate %g: %v, want accepted %v", rate, err, ok)
-		}
+func TestRetentionDefaults(t *testing.T) {
+	o := Options{Dir: "x"}.withDefaults()
+	if o.FileReservedTime != 72*time.Hour || o.DeleteWhen != "04" || o.CleanInterval != 10*time.Second ||
+		o.CleanFirstDelay != time.Minute || o.DiskMaxUsedRatio != 0.75 || o.DiskCleanForciblyRatio != 0.85 ||
+		o.DiskWarningRatio != 0.90 || o.DeleteFilesPerPass != 10 {
+		t.Fatalf("%+v", o)
+	}
+	o = Options{Dir: "x", DiskWarningRatio: 0.99, DiskCleanForciblyRatio: 0.1, DiskMaxUsedRatio: 0.05}.withDefaults()
+	if o.DiskWarningRatio != 0.90 || o.DiskCleanForciblyRatio != 0.30 || o.DiskMaxUsedRatio != 0.10 {
+		t.Fatalf("not clamped: %v %v %v", o.DiskWarningRatio, o.DiskCleanForciblyRatio, o.DiskMaxUsedRatio)
 	}
 }

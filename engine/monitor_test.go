@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/rocketstore/engine/engine/monitor"
 	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/internal/wire"
 )
@@ -30,7 +31,10 @@ import (
 
 var httpClient = &http.Client{Timeout: serveTimeout}
 
-func startTestMonitor(t testing.TB, start func() (*Monitor, error)) *Monitor {
+// metricPrefix is the prefix of the monitor's metric names.
+const metricPrefix = "rocketstore_"
+
+func startTestMonitor(t testing.TB, start func() (*monitor.Monitor, error)) *monitor.Monitor {
 	t.Helper()
 	m, err := start()
 	if err != nil {
@@ -44,7 +48,7 @@ func startTestMonitor(t testing.TB, start func() (*Monitor, error)) *Monitor {
 	return m
 }
 
-func httpGet(t testing.TB, m *Monitor, path string) (int, string) {
+func httpGet(t testing.TB, m *monitor.Monitor, path string) (int, string) {
 	t.Helper()
 	resp, err := httpClient.Get(m.URL() + path)
 	if err != nil {
@@ -59,7 +63,7 @@ func httpGet(t testing.TB, m *Monitor, path string) (int, string) {
 }
 
 // expectGet checks a GET's status and that its body contains want.
-func expectGet(t testing.TB, m *Monitor, path string, code int, want string) string {
+func expectGet(t testing.TB, m *monitor.Monitor, path string, code int, want string) string {
 	t.Helper()
 	got, body := httpGet(t, m, path)
 	if got != code || !strings.Contains(body, want) {
@@ -69,7 +73,7 @@ func expectGet(t testing.TB, m *Monitor, path string, code int, want string) str
 }
 
 // scrape reads /metrics and parses it as Prometheus' text format.
-func scrape(t testing.TB, m *Monitor) families {
+func scrape(t testing.TB, m *monitor.Monitor) families {
 	t.Helper()
 	resp, err := httpClient.Get(m.URL() + "/metrics")
 	if err != nil {
@@ -205,13 +209,13 @@ func (f families) checkConventions() {
 	}
 }
 
-func getStatus(t testing.TB, m *Monitor, path string) (Status, map[string]any) {
+func getStatus(t testing.TB, m *monitor.Monitor, path string) (monitor.Status, map[string]any) {
 	t.Helper()
 	code, body := httpGet(t, m, path)
 	if code != http.StatusOK {
 		t.Fatalf("GET %s: %d %s", path, code, body)
 	}
-	var st Status
+	var st monitor.Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatalf("GET %s: %v\n%s", path, err, body)
 	}
@@ -254,8 +258,8 @@ func TestMonitorServed(t *testing.T) {
 	opts.CleanInterval, opts.CleanFirstDelay = time.Hour, time.Hour
 
 	// Started before the store is open, as cmd/engine does: alive, not ready.
-	m := startTestMonitor(t, func() (*Monitor, error) {
-		return StartMonitor(nil, "127.0.0.1:0", MonitorOptions{Version: "1.2.3-test", StoreDir: dir})
+	m := startTestMonitor(t, func() (*monitor.Monitor, error) {
+		return monitor.Start("127.0.0.1:0", monitor.Options{Version: "1.2.3-test", StoreDir: dir})
 	})
 	expectGet(t, m, "/healthz", http.StatusOK, "ok")
 	expectGet(t, m, "/readyz", http.StatusServiceUnavailable, "recovering")
@@ -267,12 +271,12 @@ func TestMonitorServed(t *testing.T) {
 	f.expect("rocketstore_phase", 0, "phase=running")
 	f.absent("rocketstore_append_records_total", "rocketstore_commitlog_sync_duration_seconds")
 	st, _ := getStatus(t, m, "/status")
-	if st.Phase != PhaseRecovering || st.Ready || !st.Healthy || st.StoreDir != dir || st.Version != "1.2.3-test" || st.Offsets != nil {
+	if st.Phase != monitor.PhaseRecovering || st.Ready || !st.Healthy || st.StoreDir != dir || st.Version != "1.2.3-test" || st.Offsets != nil {
 		t.Fatalf("status before the store is open: %+v", st)
 	}
 
 	srv := serve(t, opts, NATSOptions{})
-	m.Attach(srv.Server)
+	m.Attach(srv.Engine, srv.Server)
 	expectGet(t, m, "/readyz", http.StatusOK, "ok")
 
 	// The oversized message first, on the subject the good ones use: its subscription callback
@@ -328,7 +332,7 @@ func TestMonitorServed(t *testing.T) {
 		t.Fatalf("%v syncs", syncs)
 	}
 	h := f.histogram("rocketstore_commitlog_sync_duration_seconds") // the parser adds the +Inf bucket
-	if h.GetSampleCount() == 0 || h.GetSampleSum() <= 0 || len(h.Bucket) != len(syncDurationBuckets)+1 {
+	if h.GetSampleCount() == 0 || h.GetSampleSum() <= 0 || len(h.Bucket) != len(monitor.SyncDurationBuckets())+1 {
 		t.Fatalf("sync duration histogram: %v", h)
 	}
 	h = f.histogram("rocketstore_commitlog_sync_size_bytes")
@@ -360,7 +364,7 @@ func TestMonitorServed(t *testing.T) {
 
 	st, raw := getStatus(t, m, "/status")
 	switch {
-	case st.Phase != PhaseRunning, !st.Ready, !st.Healthy, st.Reason != "", st.FlushMode != "sync":
+	case st.Phase != monitor.PhaseRunning, !st.Ready, !st.Healthy, st.Reason != "", st.FlushMode != "sync":
 		t.Fatalf("status: %+v", st)
 	case st.StoreDir != dir, st.Offsets == nil || st.Offsets.Durable != int64(written):
 		t.Fatalf("status: %+v %+v", st, st.Offsets)
@@ -379,7 +383,7 @@ func TestMonitorServed(t *testing.T) {
 			t.Errorf("/status has no %q", k)
 		}
 	}
-	if root, _ := getStatus(t, m, "/"); root.Phase != PhaseRunning {
+	if root, _ := getStatus(t, m, "/"); root.Phase != monitor.PhaseRunning {
 		t.Fatalf("/: %+v", root)
 	}
 	expectGet(t, m, "/debug/pprof/", http.StatusNotFound, "")
@@ -387,7 +391,7 @@ func TestMonitorServed(t *testing.T) {
 
 	// A full disk: not ready, and the refused message is counted by its code.
 	fs.pct.Store(91)
-	srv.Engine.retention.checkDisk(clock.Now())
+	srv.Engine.retention.CheckDisk(clock.Now())
 	expectGet(t, m, "/readyz", http.StatusServiceUnavailable, "refusing writes: engine: disk use 91% is above the 90% limit")
 	expectGet(t, m, "/healthz", http.StatusOK, "ok")
 	if _, err := request(t, nc, "orders", []byte("refused")); replyCode(t, err) != wire.CodeDiskFull {
@@ -410,7 +414,7 @@ func TestMonitorServed(t *testing.T) {
 	expectGet(t, m, "/readyz", http.StatusOK, "ok")
 
 	// Shutdown: not ready while draining, stopped after; alive all along.
-	m.SetPhase(PhaseStopping, "SIGTERM")
+	m.SetPhase(monitor.PhaseStopping, "SIGTERM")
 	expectGet(t, m, "/readyz", http.StatusServiceUnavailable, "stopping: SIGTERM")
 	expectGet(t, m, "/healthz", http.StatusOK, "ok")
 	if err := srv.shutdown(); err != nil {
@@ -424,7 +428,7 @@ func TestMonitorServed(t *testing.T) {
 	f.expect("rocketstore_ingress_acks_total", good+1) // every ack went out before Shutdown returned
 	f.expect("rocketstore_ingress_error_replies_total", 2)
 	f.absent("rocketstore_commitlog_segments") // the stores are closed
-	if st, _ := getStatus(t, m, "/status"); st.Phase != PhaseStopped || st.Counters.Records != good+1 {
+	if st, _ := getStatus(t, m, "/status"); st.Phase != monitor.PhaseStopped || st.Counters.Records != good+1 {
 		t.Fatalf("status after shutdown: %+v", st)
 	}
 
@@ -450,15 +454,15 @@ func TestMonitorRecoveryAndFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m := startTestMonitor(t, func() (*Monitor, error) {
-		return StartEngineMonitor(nil, "127.0.0.1:0", MonitorOptions{StoreDir: dir})
+	m := startTestMonitor(t, func() (*monitor.Monitor, error) {
+		return monitor.Start("127.0.0.1:0", monitor.Options{StoreDir: dir})
 	})
 	expectGet(t, m, "/readyz", http.StatusServiceUnavailable, "recovering: opening the store")
 	expectGet(t, m, "/healthz", http.StatusOK, "ok")
-	m.SetPhase(PhaseStarting, "waiting for the lock")
+	m.SetPhase(monitor.PhaseStarting, "waiting for the lock")
 	expectGet(t, m, "/readyz", http.StatusServiceUnavailable, "starting: waiting for the lock")
 	scrape(t, m).expect("rocketstore_phase", 1, "phase=starting")
-	m.SetPhase(PhaseRecovering, "scanning the commitlog")
+	m.SetPhase(monitor.PhaseRecovering, "scanning the commitlog")
 
 	var failSyncs atomic.Bool
 	eio := fmt.Errorf("injected: %w", syscall.EIO)
@@ -475,7 +479,7 @@ func TestMonitorRecoveryAndFailure(t *testing.T) {
 		t.Fatalf("recovery: %+v", rec)
 	}
 	expectGet(t, m, "/readyz", http.StatusServiceUnavailable, "recovering: scanning the commitlog")
-	m.AttachEngine(e)
+	m.Attach(e, nil)
 	expectGet(t, m, "/readyz", http.StatusOK, "ok")
 
 	f := scrape(t, m)
@@ -514,7 +518,7 @@ func TestMonitorRecoveryAndFailure(t *testing.T) {
 	f.expect("rocketstore_up", 0)
 	f.expect("rocketstore_ready", 0)
 	f.expect("rocketstore_phase", 1, "phase=failed")
-	if st, _ := getStatus(t, m, "/status"); st.Healthy || st.Phase != PhaseFailed {
+	if st, _ := getStatus(t, m, "/status"); st.Healthy || st.Phase != monitor.PhaseFailed {
 		t.Fatalf("status after the failure: %+v", st)
 	}
 	if err := e.Close(); !errors.Is(err, syscall.EIO) {
@@ -522,43 +526,13 @@ func TestMonitorRecoveryAndFailure(t *testing.T) {
 	}
 }
 
-// TestMonitorFailBeforeAttach: an engine that could not be opened makes /healthz fail.
-func TestMonitorFailBeforeAttach(t *testing.T) {
-	m := startTestMonitor(t, func() (*Monitor, error) { return StartMonitor(nil, "127.0.0.1:0", MonitorOptions{}) })
-	expectGet(t, m, "/healthz", http.StatusOK, "ok")
-	m.Fail(errors.New("engine: store is locked by pid 42"))
-	expectGet(t, m, "/healthz", http.StatusServiceUnavailable, "failed: engine: store is locked by pid 42")
-	expectGet(t, m, "/readyz", http.StatusServiceUnavailable, "failed")
-}
-
-// TestMonitorPprof: pprof only when asked; other methods than GET are refused.
-func TestMonitorPprof(t *testing.T) {
-	m := startTestMonitor(t, func() (*Monitor, error) {
-		return StartEngineMonitor(nil, "127.0.0.1:0", MonitorOptions{Pprof: true})
-	})
-	expectGet(t, m, "/debug/pprof/", http.StatusOK, "goroutine")
-	expectGet(t, m, "/debug/pprof/cmdline", http.StatusOK, "")
-	expectGet(t, m, "/debug/pprof/goroutine?debug=1", http.StatusOK, "goroutine profile")
-	resp, err := httpClient.Post(m.URL()+"/healthz", "text/plain", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Fatalf("POST /healthz: %s", resp.Status)
-	}
-
-	off := startTestMonitor(t, func() (*Monitor, error) { return StartEngineMonitor(nil, "127.0.0.1:0", MonitorOptions{}) })
-	expectGet(t, off, "/debug/pprof/", http.StatusNotFound, "")
-	expectGet(t, off, "/debug/pprof/cmdline", http.StatusNotFound, "")
-}
-
 // TestMonitorAsyncSyncs: in async mode the periodic flusher feeds the same histograms.
 func TestMonitorAsyncSyncs(t *testing.T) {
 	opts := testOptions(t, filepath.Join(t.TempDir(), "store"))
 	opts.FlushMode = FlushAsync
 	e := mustOpen(t, opts)
-	m := startTestMonitor(t, func() (*Monitor, error) { return StartEngineMonitor(e, "127.0.0.1:0", MonitorOptions{}) })
+	m := startTestMonitor(t, func() (*monitor.Monitor, error) { return monitor.Start("127.0.0.1:0", monitor.Options{}) })
+	m.Attach(e, nil)
 	putMany(t, e, 1, 50, 0)
 	if err := e.Close(); err != nil { // the last sync covers everything
 		t.Fatal(err)
@@ -577,15 +551,16 @@ func TestMonitorAsyncSyncs(t *testing.T) {
 // TestMonitorStartAttached: a monitor started on a running server is ready at once.
 func TestMonitorStartAttached(t *testing.T) {
 	srv := serve(t, testOptions(t, filepath.Join(t.TempDir(), "store")), NATSOptions{})
-	m := startTestMonitor(t, func() (*Monitor, error) { return StartMonitor(srv.Server, "127.0.0.1:0", MonitorOptions{}) })
+	m := startTestMonitor(t, func() (*monitor.Monitor, error) { return monitor.Start("127.0.0.1:0", monitor.Options{}) })
+	m.Attach(srv.Engine, srv.Server)
 	expectGet(t, m, "/readyz", http.StatusOK, "ok")
 	f := scrape(t, m)
 	f.expect("rocketstore_up", 1)
 	f.expect("rocketstore_nats_connected", 1)
-	if st, _ := getStatus(t, m, "/"); st.NATS == nil || st.Phase != PhaseRunning || st.Version != "dev" {
+	if st, _ := getStatus(t, m, "/"); st.NATS == nil || st.Phase != monitor.PhaseRunning || st.Version != "dev" {
 		t.Fatalf("status: %+v", st)
 	}
-	if _, err := StartMonitor(nil, m.Addr(), MonitorOptions{}); err == nil {
+	if _, err := monitor.Start(m.Addr(), monitor.Options{}); err == nil {
 		t.Fatal("a second monitor listened on the same address")
 	}
 }

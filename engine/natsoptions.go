@@ -5,6 +5,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rocketstore/engine/engine/natsserver"
 	"github.com/rocketstore/engine/stages/ingress/jspull"
 	"github.com/rocketstore/engine/stages/ingress/replicated"
 	"github.com/rocketstore/engine/stages/ingress/route"
@@ -71,7 +72,7 @@ type NATSOptions struct {
 	// LogLevels, when the engine's Logger writes through it, is what the embedded nats-server's
 	// debug and trace logs follow (instead of the Logger's own level), and what
 	// Server.SetLogLevel changes.
-	LogLevels *LevelWriter
+	LogLevels *natsserver.LevelWriter
 	// JetStream, when set, pulls from an existing JetStream stream through a durable consumer
 	// instead of subscribing to Subjects, and acks each message once it is durable here.
 	JetStream *jspull.Config

@@ -95,7 +95,7 @@ type Options struct {
 	// OffsetPersistInterval is how often consumer offsets are written (RocketMQ's 5 s).
 	OffsetPersistInterval time.Duration
 
-	// Retention (RocketMQ's CleanCommitLogService, STORE-FORMAT §10; see retention.go). Every
+	// Retention (RocketMQ's CleanCommitLogService, STORE-FORMAT §10; see engine/retention). Every
 	// CleanInterval (10 s; the first pass after CleanFirstDelay, 60 s) a pass deletes the oldest
 	// CommitLog segments whose file mtime is older than FileReservedTime (72 h), only at the
 	// local hours of DeleteWhen ("04"; ';'-separated, e.g. "04;16") unless disk use is above
@@ -163,7 +163,7 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	o.setRetention(o.Retention().withDefaults()) // retentionsettings.go
+	o.setRetention(o.Retention().WithDefaults()) // retention.go
 	o.CleanFirstDelay = cmp.Or(o.CleanFirstDelay, time.Minute)
 	return o
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rocketstore/engine/engine/natsserver"
 	"github.com/rocketstore/engine/internal/natstest"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress/route"
@@ -71,11 +72,11 @@ func TestOwnershipBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := OpenOwnershipBucket(ctx, js, "", 3)
+	kv, err := natsserver.OpenOwnershipBucket(ctx, js, "", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ends, err := MovePartition(ctx, kv, moved, "e0")
+	ends, err := natsserver.MovePartition(ctx, kv, moved, "e0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestOwnershipBucket(t *testing.T) {
 		t.Fatalf("queue %d: e2 [%d, %d), e0 [%d, %d); want [0, %d) and [%d, %d)", moved, q2.Min, q2.Max, q0.Min, q0.Max, n1, n1, count2)
 	}
 	checkStoredOnce(t, 400, engines...)
-	if _, err := MovePartition(ctx, kv, moved, "e0"); err != nil {
+	if _, err := natsserver.MovePartition(ctx, kv, moved, "e0"); err != nil {
 		t.Fatalf("a move to the owner: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/engine/monitor"
 	"github.com/rocketstore/engine/internal/natstest"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
@@ -333,7 +334,7 @@ func TestPartitionSubscriptions(t *testing.T) {
 	if got := s.subjects(); len(got) != 2 || got[0] != "rmq.p.0.>" || got[1] != "rmq.p.1.>" {
 		t.Errorf("subjects %v", got)
 	}
-	if p := natsStatus(s.Server).Partitions; p == nil || p.Count != 4 || len(p.Owned) != 2 || p.Mode != "single-copy" || p.Ownership != "config" {
+	if p := monitor.NATSStatus(s.Server).Partitions; p == nil || p.Count != 4 || len(p.Owned) != 2 || p.Mode != "single-copy" || p.Ownership != "config" {
 		t.Errorf("status partitions %+v", p)
 	}
 }

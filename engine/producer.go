@@ -5,9 +5,10 @@ import (
 )
 
 // producer is a stage that sends batches into the writer's inbox on its own (ingress, with its
-// sources). It runs in the pipeline's group, so that the first error of any stage ends its
-// context and it answers what it holds, and Close stops it and waits for it before the inbox
-// closes, so that it never sends on a closed channel.
+// sources), or drives one that does (the ownership watcher, which moves ingress's partitions).
+// It runs in the pipeline's group, so that the first error of any stage ends its context and it
+// answers what it holds, and Close stops it and waits for it before the inbox closes, so that it
+// never sends on a closed channel.
 type producer struct {
 	stop func()
 	done chan struct{}

@@ -28,11 +28,13 @@ type (
 
 // Errors of the read API.
 var (
-	ErrUnknownQueue  = reader.ErrUnknownQueue
-	ErrBadMsgID      = reader.ErrBadMsgID
-	ErrNotFound      = reader.ErrNotFound
-	ErrIndexDisabled = reader.ErrIndexDisabled
-	ErrInvalidGroup  = reader.ErrInvalidGroup
+	// ErrInvalidRequest: a request field is missing or out of range.
+	ErrInvalidRequest = reader.ErrInvalidRequest
+	ErrUnknownQueue   = reader.ErrUnknownQueue
+	ErrBadMsgID       = reader.ErrBadMsgID
+	ErrNotFound       = reader.ErrNotFound
+	ErrIndexDisabled  = reader.ErrIndexDisabled
+	ErrInvalidGroup   = reader.ErrInvalidGroup
 )
 
 // Get reads messages of one queue from an offset, through the ConsumeQueue into the CommitLog,

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"errors"
-	"net/netip"
 	"slices"
 	"strconv"
 	"testing"
@@ -11,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/engine/api"
-	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/engine/replay"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
@@ -101,7 +100,7 @@ func TestReplayAckedFlowControl(t *testing.T) {
 	const n, window = 40, 8
 	acks, sent := a.storeSpread(t, "orders.eu", n)
 	full := make(chan struct{}, 1)
-	a.api.setReplayFull(func() {
+	a.api.OnReplayWindowFull(func() {
 		select {
 		case full <- struct{}{}:
 		default:
@@ -242,13 +241,13 @@ func TestReplayRedeliversThenFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	type outcome struct {
-		res ReplayResult
+		res replay.Result
 		err error
 	}
-	replay := func(maxDeliver int) <-chan outcome {
+	start := func(maxDeliver int) <-chan outcome {
 		done := make(chan outcome, 1)
 		go func() {
-			res, err := a.Engine.Replay(a.ctx, ReplayRequest{Conn: a.conn, Topic: "orders_eu", Subject: "redeliver.out",
+			res, err := replay.Run(a.ctx, a.Engine, replay.Request{Conn: a.conn, Topic: "orders_eu", Subject: "redeliver.out",
 				AckWait: 20 * time.Millisecond, MaxDeliver: maxDeliver})
 			done <- outcome{res, err}
 		}()
@@ -256,7 +255,7 @@ func TestReplayRedeliversThenFails(t *testing.T) {
 	}
 
 	// Seq 1's first send is not acked: it comes again, marked, and the replay completes.
-	done := replay(3)
+	done := start(3)
 	seen := map[int64]int{}
 	for range 20 {
 		r := a.next(t, sub)
@@ -280,7 +279,7 @@ func TestReplayRedeliversThenFails(t *testing.T) {
 	}
 
 	// Nothing is acked: each message goes out MaxDeliver times, then the replay fails.
-	done = replay(2)
+	done = start(2)
 	for range 20 {
 		r := a.next(t, sub)
 		if end, ok := api.ParseReplayEnd(r.msg); ok && end.Error != "" {
@@ -288,7 +287,7 @@ func TestReplayRedeliversThenFails(t *testing.T) {
 		}
 	}
 	res = <-done
-	if !errors.Is(res.err, ErrAckTimeout) {
+	if !errors.Is(res.err, replay.ErrAckTimeout) {
 		t.Fatalf("a replay nobody acks: %+v, %v", res.res, res.err)
 	}
 }
@@ -298,36 +297,8 @@ func TestReplayRedeliversThenFails(t *testing.T) {
 func TestReplayNoReceiver(t *testing.T) {
 	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1, Subjects: []string{"orders.>"}})
 	a.storeSpread(t, "orders.eu", 2)
-	_, err := a.Engine.Replay(a.ctx, ReplayRequest{Conn: a.conn, Topic: "orders_eu", Subject: "nobody.here"})
-	if !errors.Is(err, ErrNoReceiver) {
+	_, err := replay.Run(a.ctx, a.Engine, replay.Request{Conn: a.conn, Topic: "orders_eu", Subject: "nobody.here"})
+	if !errors.Is(err, replay.ErrNoReceiver) {
 		t.Fatalf("replay to nobody: %v", err)
-	}
-}
-
-func TestGeneratedUniqKey(t *testing.T) {
-	now := time.Now()
-	gen := commitlog.NewUniqKeyGen(netip.MustParseAddr("127.0.0.1"), 42, 7, func() time.Time { return now })
-	gen6 := commitlog.NewUniqKeyGen(netip.MustParseAddr("2001:db8::1"), 42, 7, func() time.Time { return now })
-	born := now.UnixMilli()
-	for _, tc := range []struct {
-		key  string
-		born int64
-		want bool
-	}{
-		{gen.Next(), born, true},
-		{gen6.Next(), born, true},
-		{gen.Next(), born + 10*60_000, false}, // made ten minutes before its message: not ours
-		{"order-17", born, false},
-		{"7F0000010000002A00000007" + "zzzzzzzz", born, false},
-	} {
-		if got := generatedUniqKey(tc.key, tc.born); got != tc.want {
-			t.Errorf("generatedUniqKey(%q) = %v, want %v", tc.key, got, tc.want)
-		}
-	}
-	for name, want := range map[string]string{"X#2": "X", "Multi#10": "Multi", "#2": "", "X#": "", "X2": "", "__CRC32#": ""} {
-		base, ok := valueSuffixBase(name)
-		if base != want || ok != (want != "") {
-			t.Errorf("valueSuffixBase(%q) = %q, %v", name, base, ok)
-		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rocketstore/engine/engine/monitor"
 	"github.com/rocketstore/engine/internal/natstest"
 	"github.com/rocketstore/engine/stages/ingress/replicated"
 	"github.com/rocketstore/engine/stages/ingress/route"
@@ -95,7 +96,7 @@ func waitReplStarted(t *testing.T, ss ...*served) {
 		select {
 		case <-s.ReplicatedStarted():
 		case <-deadline:
-			t.Fatalf("replicated mode not started: %v", s.replicatedNotReady())
+			t.Fatalf("replicated mode not started: %v", s.Ingress().ReplicatedReady())
 		}
 	}
 }
@@ -194,7 +195,7 @@ func TestReplicatedFailover(t *testing.T) {
 	publish(2*perPhase, 3*perPhase)
 	waitStored(survivor, 3*perPhase)
 
-	if p := natsStatus(survivor.Server).Partitions; p == nil || p.Mode != "replicated" || len(p.Floors) != replParts {
+	if p := monitor.NATSStatus(survivor.Server).Partitions; p == nil || p.Mode != "replicated" || len(p.Floors) != replParts {
 		t.Fatalf("status partitions %+v", p)
 	}
 	got := replStored(t, survivor.Engine)

@@ -5,20 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	neturl "net/url"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/engine/natsserver"
+	"github.com/rocketstore/engine/engine/readapi"
 	"github.com/rocketstore/engine/stages/ingress"
 )
 
@@ -30,22 +25,21 @@ const payloadHeadroom = 64 << 10
 // Server is an engine fed from NATS: an embedded or external server, the engine's connection
 // and the ingress stage.
 type Server struct {
-	Engine  *Engine
-	nats    *server.Server // nil with an external server
-	natsLog natsLogger
-	conn    *nats.Conn
-	// connClosed is closed when conn closes (ClosedHandler).
-	connClosed chan struct{}
+	Engine *Engine
+	nats   *natsserver.Embedded // nil with an external server
+	conn   *nats.Conn
+	// connClosed is closed when conn closes for good.
+	connClosed <-chan struct{}
 	ing        *ingress.Ingress
-	api        *apiService // nil with NoReadAPI
+	api        *readapi.Service // nil with NoReadAPI
 	runErr     chan error
 	opts       NATSOptions
 	// stopOnce makes Shutdown and Abort safe to call more than once (and both): the first call
 	// stops the server, later ones return its error.
 	stopOnce sync.Once
 	stopErr  error
-	// stopOwnership ends the ownership watcher (ownership.go); ownershipDone is closed when it
-	// has returned.
+	// stopOwnership ends the ownership watcher (partitions.go), a stage of the engine's group;
+	// ownershipDone is closed when it has returned.
 	stopOwnership context.CancelFunc
 	ownershipDone chan struct{}
 }
@@ -61,13 +55,13 @@ func Serve(opts Options, nopts NATSOptions) (*Server, error) {
 // is done while it waits for the NATS server or for the subscriptions.
 func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Server, err error) {
 	opts = opts.withDefaults()
-	s := &Server{opts: nopts, runErr: make(chan error, 1), connClosed: make(chan struct{})}
+	s := &Server{opts: nopts, runErr: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			s.closeAll()
 		}
 	}()
-	if err := checkConnFiles(nopts); err != nil {
+	if err := connConfig(nopts).CheckFiles(); err != nil {
 		return nil, err
 	}
 	url := nopts.URL
@@ -83,7 +77,7 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 		return nil, err
 	}
 	log := opts.Logger
-	if err := s.connect(ctx, url, log); err != nil {
+	if s.conn, s.connClosed, err = natsserver.Connect(ctx, url, connConfig(nopts), log); err != nil {
 		return nil, err
 	}
 	if need := int64(opts.MaxBodySize); s.conn.MaxPayload() < need {
@@ -97,29 +91,18 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 	if err := s.checkReplicated(nopts); err != nil {
 		return nil, err
 	}
-	parts, ownKV, err := s.claimOwnership(ctx, nopts)
+	parts, bucket, err := s.claimOwnership(ctx, nopts)
 	if err != nil {
 		return nil, err
 	}
-	s.ing, err = ingress.New(ingress.Config{
-		Conn: s.conn, Out: s.Engine.in, Subjects: nopts.Subjects, QueueGroup: nopts.QueueGroup,
-		TopicTokens: nopts.TopicTokens, QueuesPerTopic: nopts.QueuesPerTopic,
-		KeysHeader: nopts.KeysHeader, TagsHeader: nopts.TagsHeader, QueueKeyHeader: nopts.QueueKeyHeader,
-		Workers: nopts.Workers, WorkerQueue: nopts.WorkerQueue, MaxBatch: nopts.MaxBatch, DrainTimeout: nopts.DrainTimeout,
-		Encode:    &commitlog.EncodeOptions{PropCRC: !opts.NoPropCRC, MaxBodySize: opts.MaxBodySize},
-		StoreHost: opts.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
-		NoReply: nopts.NoReply, Logger: log, Clock: opts.Now, // ingress adds its stage field
-		JetStream: nopts.JetStream, Exclude: apiExcluded(nopts),
-		Batched: s.Engine.batchedConfig(nopts), Restarted: s.Engine.restartDedupe(), Partitions: parts,
-		Replicated: s.Engine.replicatedSource(nopts),
-	})
+	s.ing, err = s.Engine.newIngress(s.conn, nopts, parts)
 	if err != nil {
 		return nil, err
 	}
 	if !nopts.NoReadAPI {
 		// After ingress: under partitioned ingest the API serves the partitions ingress owns,
 		// which move (route.Partitions).
-		if s.api, err = startAPI(s.Engine, s.conn, nopts, s.ing.Partitions(), log); err != nil {
+		if err := s.startReadAPI(nopts, log); err != nil {
 			return nil, err
 		}
 	}
@@ -148,13 +131,10 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if ownKV != nil {
-		octx, stop := context.WithCancel(context.Background())
-		s.stopOwnership, s.ownershipDone = stop, make(chan struct{})
-		go func() {
-			defer close(s.ownershipDone)
-			s.watchOwnership(octx, ownKV, nopts.Ownership.EngineID)
-		}()
+	if bucket != nil {
+		if err := s.watchOwnership(bucket); err != nil {
+			return nil, err
+		}
 	}
 	if nopts.OnRunning != nil {
 		nopts.OnRunning(s)
@@ -164,173 +144,21 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 	return s, nil
 }
 
-// checkConnFiles checks that the files the connection options name can be read, so that a
-// typo fails the start at once instead of every connection attempt, forever.
-func checkConnFiles(nopts NATSOptions) error {
-	for _, f := range []struct{ what, path string }{
-		{"credentials file", nopts.Creds}, {"nkey seed file", nopts.Nkey},
-		{"TLS certificate", nopts.TLSCert}, {"TLS key", nopts.TLSKey}, {"TLS CA file", nopts.TLSCA},
-	} {
-		if f.path == "" {
-			continue
-		}
-		fh, err := os.Open(f.path)
-		if err != nil {
-			return fmt.Errorf("nats %s: %w", f.what, err)
-		}
-		fh.Close()
+// startReadAPI starts the read API (engine/readapi) on the engine's connection.
+func (s *Server) startReadAPI(nopts NATSOptions, log zerolog.Logger) (err error) {
+	o := s.Engine.opts
+	cfg := readapi.Config{
+		Prefix: nopts.APIPrefix, KeysHeader: nopts.KeysHeader, TagsHeader: nopts.TagsHeader,
+		MaxLongPolls: nopts.MaxLongPolls, MaxReplays: nopts.MaxReplays, Version: nopts.Version,
+		Metadata: map[string]string{"store_dir": o.Dir, "flush_mode": o.FlushMode.String(),
+			"store_host": o.StoreHost.String(), "index": strconv.FormatBool(!o.NoIndex)},
+		Unavailable: []error{ErrClosed}, Logger: log,
 	}
-	if (nopts.TLSCert == "") != (nopts.TLSKey == "") {
-		return errors.New("nats TLS: a client certificate needs both the certificate and its key")
+	if parts := s.ing.Partitions(); parts != nil {
+		cfg.PartitionCount, cfg.Owned = parts.Count, parts.OwnedNow
 	}
-	return nil
-}
-
-// connOptions are the nats.go options of the engine's connection, without its handlers.
-func connOptions(nopts NATSOptions) ([]nats.Option, error) {
-	var o []nats.Option
-	if nopts.Creds != "" {
-		o = append(o, nats.UserCredentials(nopts.Creds))
-	}
-	if nopts.Nkey != "" {
-		opt, err := nats.NkeyOptionFromSeed(nopts.Nkey)
-		if err != nil {
-			return nil, fmt.Errorf("nats nkey seed file %s: %w", nopts.Nkey, err)
-		}
-		o = append(o, opt)
-	}
-	if nopts.User != "" || nopts.Password != "" {
-		o = append(o, nats.UserInfo(nopts.User, nopts.Password))
-	}
-	if nopts.Token != "" {
-		o = append(o, nats.Token(nopts.Token))
-	}
-	if nopts.TLSCert != "" {
-		o = append(o, nats.ClientCert(nopts.TLSCert, nopts.TLSKey))
-	}
-	if nopts.TLSCA != "" {
-		o = append(o, nats.RootCAs(nopts.TLSCA))
-	}
-	if nopts.TLSFirst {
-		o = append(o, nats.TLSHandshakeFirst())
-	}
-	return o, nil
-}
-
-// reconnectLogEvery rate-limits the lines about failed connection attempts.
-const reconnectLogEvery = 30 * time.Second
-
-// connect makes the engine's connection: it reconnects forever (nats.go gives up only on the
-// same authorization error twice in a row), and a server that is not up yet is waited for,
-// logged, until it is, the connection closes for good (wrong credentials) or ctx is done.
-func (s *Server) connect(ctx context.Context, url string, log zerolog.Logger) error {
-	nopts := s.opts
-	wait := cmp.Or(nopts.ReconnectWait, nats.DefaultReconnectWait)
-	auth, err := connOptions(nopts)
-	if err != nil {
-		return err
-	}
-	connected := make(chan struct{})
-	var connectedOnce, closedOnce sync.Once
-	var failures atomic.Int64
-	var lastLogged atomic.Int64 // unix ns
-	// refused carries a TLS failure before the first connection: a configuration error that
-	// retrying cannot fix (isTLSRefusal).
-	refused := make(chan error, 1)
-	o := []nats.Option{
-		nats.Name(cmpOr(nopts.Name, "rocketstore")),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(wait),
-		nats.RetryOnFailedConnect(true),
-		nats.DrainTimeout(cmp.Or(nopts.DrainTimeout, ingress.DefaultDrainTimeout)),
-		// What this connection publishes (acks, API replies, replays) never comes back to its
-		// own subscriptions: a replay onto a stored subject is not stored again.
-		nats.NoEcho(),
-		nats.ConnectHandler(func(*nats.Conn) { connectedOnce.Do(func() { close(connected) }) }),
-		nats.ClosedHandler(func(*nats.Conn) { closedOnce.Do(func() { close(s.connClosed) }) }),
-		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
-			if c.IsClosed() || c.IsDraining() {
-				return // our own Close at shutdown, not a lost connection
-			}
-			log.Warn().Err(err).Msg("disconnected from nats: reconnecting")
-		}),
-		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
-			select {
-			case <-connected:
-			default:
-				if isTLSRefusal(err) {
-					select {
-					case refused <- err:
-					default:
-					}
-					return
-				}
-			}
-			n := failures.Add(1)
-			now := time.Now().UnixNano()
-			if last := lastLogged.Load(); n > 1 && now-last < int64(reconnectLogEvery) || !lastLogged.CompareAndSwap(last, now) {
-				return
-			}
-			log.Warn().Err(err).Int64("failed_attempts", n).Dur("retry_every", wait).
-				Msg("cannot reach nats: retrying (logged at most every 30s)")
-		}),
-		// Without a handler nats.go writes async errors as raw lines to stderr. Slow-consumer
-		// drops are counted and logged, rate-limited, by ingress; log the rest here.
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			if errors.Is(err, nats.ErrSlowConsumer) {
-				return
-			}
-			ev := log.Warn().Err(err)
-			if sub != nil {
-				ev = ev.Str("subject", sub.Subject)
-			}
-			ev.Msg("nats error")
-		}),
-		nats.ReconnectHandler(func(c *nats.Conn) {
-			failures.Store(0)
-			log.Info().Str("url", c.ConnectedUrlRedacted()).Msg("reconnected to nats")
-		}),
-		nats.LameDuckModeHandler(func(c *nats.Conn) {
-			log.Warn().Str("url", c.ConnectedUrlRedacted()).
-				Msg("the nats server entered lame duck mode: it will close its connections soon; the engine keeps running, " +
-					"and reconnects to another server of the cluster (those given, and those the cluster announced)")
-		}),
-	}
-	o = append(append(o, auth...), nopts.ConnOptions...)
-	if s.conn, err = nats.Connect(url, o...); err != nil {
-		return fmt.Errorf("connect to nats at %s: %w", redactURLs(url), err)
-	}
-	if s.conn.IsConnected() {
-		return nil
-	}
-	log.Warn().Str("nats", redactURLs(url)).Dur("retry_every", wait).
-		Msg("waiting for the nats server: it cannot be reached yet")
-	select {
-	case <-connected:
-		log.Info().Str("url", s.conn.ConnectedUrlRedacted()).Msg("connected to nats")
-		return nil
-	case <-s.connClosed:
-		err := s.conn.LastError()
-		if err == nil {
-			err = nats.ErrConnectionClosed
-		}
-		return fmt.Errorf("connect to nats at %s: %w", redactURLs(url), err)
-	case err := <-refused:
-		return fmt.Errorf("connect to nats at %s: TLS: %w (check --tlsca, --tlscert and --tlskey)", redactURLs(url), err)
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// redactURLs hides the passwords of a comma-separated URL list.
-func redactURLs(list string) string {
-	parts := strings.Split(list, ",")
-	for i, p := range parts {
-		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			parts[i] = u.Redacted()
-		}
-	}
-	return strings.Join(parts, ",")
+	s.api, err = readapi.Start(s.Engine, s.conn, cfg)
+	return err
 }
 
 // NATSClosed is closed once the engine's NATS connection is closed for good: at shutdown, or
@@ -349,7 +177,7 @@ func (s *Server) SetLogLevel(level zerolog.Level) {
 		s.opts.LogLevels.SetLevel(level)
 	}
 	if s.nats != nil {
-		s.nats.SetLoggerV2(s.natsLog, level <= zerolog.DebugLevel, level <= zerolog.TraceLevel, false)
+		s.nats.SetLogLevel(level)
 	}
 }
 
@@ -382,14 +210,6 @@ func (s *Server) Shutdown() error {
 	return s.stopErr
 }
 
-// endOwnership stops the ownership watcher and waits for it (a step under way finishes).
-func (s *Server) endOwnership() {
-	if s.stopOwnership != nil {
-		s.stopOwnership()
-		<-s.ownershipDone
-	}
-}
-
 func (s *Server) shutdown() error {
 	var errs []error
 	s.endOwnership()
@@ -420,13 +240,12 @@ func (s *Server) abort() error {
 	}
 	s.endOwnership()
 	if s.api != nil {
-		s.api.stop()
+		s.api.Stop()
 	}
 	// Ingress runs in the engine's group: the abort cancels it, and Abort waits for it.
 	err := s.Engine.Abort()
 	if s.nats != nil {
 		s.nats.Shutdown()
-		s.nats.WaitForShutdown()
 	}
 	return err
 }
@@ -437,7 +256,7 @@ func (s *Server) abort() error {
 func (s *Server) closeAll() error {
 	var errs []error
 	if s.api != nil {
-		s.api.stop()
+		s.api.Stop()
 	}
 	if s.Engine != nil {
 		// Its group ends with the batched-ack tracker's last acks, once everything is drained.
@@ -464,73 +283,35 @@ func (s *Server) closeAll() error {
 	}
 	if s.nats != nil {
 		s.nats.Shutdown()
-		s.nats.WaitForShutdown()
 	}
 	return errors.Join(errs...)
 }
 
-// startEmbedded runs a nats-server in this process: on Listen, configured by ServerConfig when
-// given. It handles no signals (the engine's own handler decides the shutdown order) and accepts
-// payloads a little above the body limit. It logs through the engine's logger, with debug and
-// trace on when the level asks for them.
-func (s *Server) startEmbedded(opts Options) error {
+// startEmbedded runs a nats-server in this process (engine/natsserver): on Listen, configured
+// by ServerConfig, accepting payloads a little above the body limit, logging through the
+// engine's logger at the level of LogLevels, with the partition mappings of PartitionSources.
+func (s *Server) startEmbedded(opts Options) (err error) {
 	nopts, log := s.opts, opts.Logger
-	so := &server.Options{}
-	if nopts.ServerConfig != "" {
-		fo, err := server.ProcessConfigFile(nopts.ServerConfig)
-		if err != nil {
-			return fmt.Errorf("embedded nats: config file: %w", err)
-		}
-		so = fo
-	}
-	if nopts.Listen != "" || nopts.ServerConfig == "" {
-		host, portText, err := net.SplitHostPort(cmpOr(nopts.Listen, "127.0.0.1:4222"))
-		if err != nil {
-			return fmt.Errorf("embedded nats: listen address %q: %w", nopts.Listen, err)
-		}
-		port, err := strconv.Atoi(portText)
-		if err != nil {
-			return fmt.Errorf("embedded nats: port %q: %w", portText, err)
-		}
-		so.Host, so.Port = host, port
-	} else {
-		so.Host = cmpOr(so.Host, "127.0.0.1")
-		if so.Port == 0 {
-			so.Port = 4222
-		}
-	}
-	so.NoSigs = true
-	need := int32(opts.MaxBodySize + payloadHeadroom)
-	if so.MaxPayload != 0 && so.MaxPayload < need {
-		log.Warn().Str("config", nopts.ServerConfig).Int32("max_payload", so.MaxPayload).Int32("raised_to", need).
-			Msg("the embedded server's config sets max_payload below the body limit + 64 KiB: raised, so that large bodies reach the engine (and get a clear error when over the limit)")
-	}
-	so.MaxPayload = max(so.MaxPayload, need)
-	if so.ServerName == "" {
-		so.ServerName = "rocketstore-embedded"
-	}
-	ns, err := server.NewServer(so)
-	if err != nil {
-		return fmt.Errorf("embedded nats: %w", err)
-	}
 	level := log.GetLevel()
 	if nopts.LogLevels != nil {
 		level = nopts.LogLevels.Level()
 	}
-	s.natsLog = natsLogger{log.With().Str("component", "nats-server").Logger()}
-	ns.SetLoggerV2(s.natsLog, level <= zerolog.DebugLevel, level <= zerolog.TraceLevel, false)
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
-		return fmt.Errorf("embedded nats: not ready on %s within 10s (is the port in use?)", net.JoinHostPort(so.Host, strconv.Itoa(so.Port)))
+	cfg := natsserver.EmbeddedConfig{
+		Listen: nopts.Listen, ConfigFile: nopts.ServerConfig, MaxPayload: int32(opts.MaxBodySize + payloadHeadroom),
+		Level: level, Logger: log, PartitionSources: nopts.PartitionSources, Partitioned: nopts.Partitions != nil,
 	}
-	s.nats = ns
-	return s.addPartitionMappings(ns)
+	if p := nopts.Partitions; p != nil {
+		cfg.PartitionPrefix, cfg.PartitionCount = p.Prefix, p.Count
+	}
+	s.nats, err = natsserver.StartEmbedded(cfg)
+	return err
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
+// connConfig is the engine's connection of nopts (engine/natsserver).
+func connConfig(nopts NATSOptions) natsserver.ConnConfig {
+	return natsserver.ConnConfig{
+		Name: nopts.Name, Creds: nopts.Creds, Nkey: nopts.Nkey, User: nopts.User, Password: nopts.Password, Token: nopts.Token,
+		TLSCert: nopts.TLSCert, TLSKey: nopts.TLSKey, TLSCA: nopts.TLSCA, TLSFirst: nopts.TLSFirst, Options: nopts.ConnOptions,
+		ReconnectWait: nopts.ReconnectWait, DrainTimeout: cmp.Or(nopts.DrainTimeout, ingress.DefaultDrainTimeout),
 	}
-	return b
 }

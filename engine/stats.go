@@ -1,49 +1,24 @@
 package engine
 
-import "github.com/rocketstore/engine/stages/ingress"
+import (
+	"github.com/nats-io/nats.go"
 
-// Stats is a snapshot of the pipeline's counters and queues.
-type Stats struct {
-	Offsets
-	// DispatchLag is Written - Dispatched: bytes appended but not yet in the ConsumeQueues and
-	// IndexFiles. FlushLag is Written - Durable.
-	DispatchLag, FlushLag int64
-	// Sealed is the durable offset of the last checkpoint written: recovery refuses to start on
-	// damage below it rather than cut it as a torn tail.
-	Sealed int64
-	// Queue depths (batches) and their bounds: the writer's inbox and the ack queue.
-	AppendInbox, AppendInboxCap int
-	AckQueue, AckQueueCap       int
-	// What the writer stored: records, bytes, batches, duplicates answered from the dedupe
-	// window (not stored again), records refused (disk full), and the ids in the window.
-	Records, Bytes, Batches, Duplicates, AppendErrors int64
-	DedupeSize                                        int
-	// Syncs of the CommitLog so far, and syncs per stored record.
-	Syncs          int64
-	SyncsPerRecord float64
-	// Disk and retention: DiskUsedRatio is the store file system's used fraction at the last
-	// check, rounded up to whole percent as RocketMQ does (-1: unknown); RefusingWrites is set
-	// while it is above DiskWarningRatio (writes fail with a *DiskFullError, Ready is not nil),
-	// and while dispatch waits for space to grow a ConsumeQueue or the index (writes fail with
-	// ENOSPC).
-	// MinOffset is the CommitLog's first offset. SegmentsDeleted and BytesDeleted count the
-	// CommitLog segments retention deleted, ConsumeQueueFilesDeleted and IndexFilesDeleted the
-	// derived files that went with them.
-	DiskUsedRatio                               float64
-	RefusingWrites                              bool
-	MinOffset                                   int64
-	SegmentsDeleted, BytesDeleted               int64
-	ConsumeQueueFilesDeleted, IndexFilesDeleted int64
-	// Ingress is set for a served engine: messages received, excluded, rejected, dropped by the
-	// NATS client (slow consumer), acks and error replies sent, worker queue depths.
-	Ingress *ingress.Stats
-}
+	"github.com/rocketstore/engine/engine/monitor"
+)
+
+// Stats is a snapshot of the pipeline's counters and queues; FileCounts are the store's files
+// now. Both are the monitor's types (engine/monitor declares what it reads).
+type (
+	Stats      = monitor.Stats
+	FileCounts = monitor.FileCounts
+)
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
 	a := e.appender.Stats()
+	o := e.Offsets()
 	st := Stats{
-		Offsets:        e.Offsets(),
+		Written: o.Written, Durable: o.Durable, Dispatched: o.Dispatched,
 		Sealed:         e.sealed.Load(),
 		AppendInbox:    len(e.in),
 		AppendInboxCap: cap(e.in),
@@ -72,4 +47,49 @@ func (s *Server) Stats() Stats {
 	in := s.ing.Stats()
 	st.Ingress = &in
 	return st
+}
+
+// FileCounts returns the number of the store's files of each kind (ErrClosed once closed).
+func (e *Engine) FileCounts() (FileCounts, error) {
+	release, err := e.readStart()
+	if err != nil {
+		return FileCounts{}, err
+	}
+	defer release()
+	f := FileCounts{
+		Segments:            len(e.log.Queue().Files()),
+		ConsumeQueues:       e.cq.Len(),
+		ConsumeQueuesMapped: e.cq.MappedQueues(),
+	}
+	if e.index != nil {
+		f.IndexFiles = e.index.Len()
+	}
+	return f, nil
+}
+
+// SyncMetrics are the CommitLog sync histograms the flusher feeds.
+func (e *Engine) SyncMetrics() *monitor.SyncMetrics { return e.syncMetrics }
+
+// Store is the store the engine runs on, as the monitor shows it.
+func (e *Engine) Store() monitor.Store {
+	o := e.opts
+	return monitor.Store{Dir: o.Dir, FS: o.FS, FlushMode: o.FlushMode.String(), SlowSync: o.SlowSync, SegmentSize: o.CommitLogFileSize}
+}
+
+// NATSConn is the engine's NATS connection.
+func (s *Server) NATSConn() *nats.Conn { return s.conn }
+
+// NATSInfo is the configuration of the NATS side, as the monitor shows it.
+func (s *Server) NATSInfo() monitor.NATSInfo {
+	n := monitor.NATSInfo{Embedded: s.nats != nil, Subjects: s.subjects(), QueueGroup: s.opts.QueueGroup}
+	if s.nats != nil {
+		n.Clients = s.nats.NumClients()
+	}
+	if s.opts.JetStream != nil {
+		n.JetStreamStream = s.opts.JetStream.Stream
+	}
+	if s.opts.Ownership != nil {
+		n.OwnershipEngineID = s.opts.Ownership.EngineID
+	}
+	return n
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/engine/natsserver"
 )
 
 // newLogger logs JSON to stderr, or human-readable lines when stderr is a terminal (or asked),
@@ -16,7 +16,7 @@ import (
 // the writer decide (dynamicLogger). Every other command keeps the fixed level, so that what
 // it does not log costs nothing but a level check: in particular an embedded nats-server
 // traces only when the logger is at trace level.
-func newLogger(level, format string) (zerolog.Logger, *engine.LevelWriter) {
+func newLogger(level, format string) (zerolog.Logger, *natsserver.LevelWriter) {
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil {
 		lvl = zerolog.InfoLevel
@@ -25,7 +25,7 @@ func newLogger(level, format string) (zerolog.Logger, *engine.LevelWriter) {
 	if format == "console" || (format == "auto" && isTerminal(os.Stderr)) {
 		out = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.TimeOnly}
 	}
-	levels := engine.NewLevelWriter(out, lvl)
+	levels := natsserver.NewLevelWriter(out, lvl)
 	return zerolog.New(levels).Level(lvl).With().Timestamp().Logger(), levels
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/engine/natsserver"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -203,7 +203,7 @@ func (c *partitionMoveCmd) Run() error {
 	if err != nil {
 		return fmt.Errorf("ownership bucket %s: %w (are the engines running with --ownership kv?)", c.Bucket, err)
 	}
-	ends, err := engine.MovePartition(ctx, kv, c.Partition, c.To)
+	ends, err := natsserver.MovePartition(ctx, kv, c.Partition, c.To)
 	if err != nil {
 		return err
 	}

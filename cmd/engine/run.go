@@ -13,6 +13,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/engine/monitor"
+	"github.com/rocketstore/engine/engine/natsserver"
 	"github.com/rocketstore/engine/stages/ingress/jspull"
 	"github.com/rocketstore/engine/stages/ingress/replicated"
 )
@@ -133,7 +135,7 @@ type runCmd struct {
 	args     []string    // the command line, parsed again on SIGHUP
 }
 
-func (r *runCmd) Run(log zerolog.Logger, levels *engine.LevelWriter) error {
+func (r *runCmd) Run(log zerolog.Logger, levels *natsserver.LevelWriter) error {
 	if err := r.validate(); err != nil {
 		return err
 	}
@@ -160,18 +162,18 @@ func (r *runCmd) Run(log zerolog.Logger, levels *engine.LevelWriter) error {
 	// start: everything started closes again cleanly.
 	startCtx, startDone := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer startDone()
-	var mon *engine.Monitor
+	var mon *monitor.Monitor
 	var err error
 	if r.HTTP != "" {
 		// Up before the store opens, so that /readyz says "recovering" during recovery.
-		if mon, err = engine.StartMonitor(nil, r.HTTP, engine.MonitorOptions{Version: version, StoreDir: opts.Dir, Pprof: r.Pprof, Logger: log}); err != nil {
+		if mon, err = monitor.Start(r.HTTP, monitor.Options{Version: version, StoreDir: opts.Dir, Pprof: r.Pprof, Logger: log}); err != nil {
 			return err
 		}
 		defer mon.Close()
 		log.Info().Str("http", mon.URL()).Msg("monitoring")
 	}
 	if mon != nil {
-		nopts.OnRunning = mon.Attach // before the "engine running" line: the status is then running
+		nopts.OnRunning = func(s *engine.Server) { mon.Attach(s.Engine, s) } // before the "engine running" line: the status is then running
 	}
 	srv, err := engine.ServeContext(startCtx, opts, nopts)
 	if err != nil {
@@ -186,7 +188,7 @@ func (r *runCmd) Run(log zerolog.Logger, levels *engine.LevelWriter) error {
 	}
 	startDone()
 	if mon != nil {
-		mon.Attach(srv)
+		mon.Attach(srv.Engine, srv)
 	}
 	var runErr error
 loop:
@@ -197,7 +199,7 @@ loop:
 		case s := <-sigs:
 			log.Info().Str("signal", s.String()).Msg("stopping: draining every stage (a second signal exits at once)")
 			if mon != nil {
-				mon.SetPhase(engine.PhaseStopping, "signal "+s.String())
+				mon.SetPhase(monitor.PhaseStopping, "signal "+s.String())
 			}
 			break loop
 		case <-srv.Done():
@@ -207,7 +209,7 @@ loop:
 			runErr = fmt.Errorf("the nats connection closed and will not reconnect: %w", srv.NATSError())
 			log.Error().Err(runErr).Msg("stopping: nothing can reach the engine any more")
 			if mon != nil {
-				mon.SetPhase(engine.PhaseStopping, "nats connection closed")
+				mon.SetPhase(monitor.PhaseStopping, "nats connection closed")
 			}
 			break loop
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
-	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/engine/monitor"
 )
 
 // TestRunSIGHUPReloads: a real SIGHUP to `engine run` reads the configuration file again and
@@ -78,7 +78,7 @@ func TestRunSIGHUPReloads(t *testing.T) {
 }
 
 // retentionOf reads the retention settings from the status page.
-func retentionOf(t *testing.T, base string) engine.StatusRetention {
+func retentionOf(t *testing.T, base string) monitor.StatusRetention {
 	t.Helper()
 	client := &http.Client{Timeout: waitTimeout}
 	resp, err := client.Get(base + "/status")
@@ -86,7 +86,7 @@ func retentionOf(t *testing.T, base string) engine.StatusRetention {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st engine.Status
+	var st monitor.Status
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}

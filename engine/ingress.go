@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/engine/lookup"
+	"github.com/rocketstore/engine/engine/readapi"
+	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
+)
+
+// newIngress makes the ingress stage of a served engine on nc, sending into the writer's inbox:
+// nopts' subjects and bounds, the engine's encoding, the read API's subjects excluded, and the
+// store's lookups (engine/lookup) for batched acks (off with JetStream or a queue group: see
+// NATSOptions), the dedupe window across a restart, and replicated mode. parts is the
+// partitioned-ingest configuration in force (claimOwnership).
+func (e *Engine) newIngress(nc *nats.Conn, nopts NATSOptions, parts *route.Partitions) (*ingress.Ingress, error) {
+	o := e.opts
+	f := lookup.Finder{Store: e, Indexed: e.index != nil, Written: e.written.Load, Logger: o.Logger}
+	cfg := ingress.Config{
+		Conn: nc, Out: e.in, Subjects: nopts.Subjects, QueueGroup: nopts.QueueGroup,
+		TopicTokens: nopts.TopicTokens, QueuesPerTopic: nopts.QueuesPerTopic,
+		KeysHeader: nopts.KeysHeader, TagsHeader: nopts.TagsHeader, QueueKeyHeader: nopts.QueueKeyHeader,
+		Workers: nopts.Workers, WorkerQueue: nopts.WorkerQueue, MaxBatch: nopts.MaxBatch, DrainTimeout: nopts.DrainTimeout,
+		Encode:    &commitlog.EncodeOptions{PropCRC: !o.NoPropCRC, MaxBodySize: o.MaxBodySize},
+		StoreHost: o.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
+		NoReply: nopts.NoReply, Logger: o.Logger, Clock: o.Now, // ingress adds its stage field
+		JetStream: nopts.JetStream, Partitions: parts,
+		Restarted: f.RestartDedupe(e.lastIndexed(), o.DedupeWindow, o.DedupeMax, o.Now),
+	}
+	if !nopts.NoReadAPI {
+		cfg.Exclude = readapi.Excluded(nopts.APIPrefix)
+	}
+	if !nopts.NoBatchedAcks && nopts.JetStream == nil && nopts.QueueGroup == "" {
+		cfg.Batched = f.Batched(nopts.MaxStreams, nopts.StreamIdle)
+	}
+	if nopts.Replicated != nil {
+		cfg.Replicated = f.Replicated(*nopts.Replicated, o.StoreHost.String(), func(err error) {
+			e.group.Cancel(fmt.Errorf("replicated mode: %w", err))
+		})
+	}
+	return ingress.New(cfg)
+}
+
+// lastIndexed is the store time of the last record indexed (Unix ms; 0 for none): the newest
+// IndexFile ends there, and every record the engine writes has a UNIQ_KEY, so that is the last
+// record recovered.
+func (e *Engine) lastIndexed() int64 {
+	if e.index == nil {
+		return 0
+	}
+	if files := e.index.Files(); len(files) > 0 {
+		return files[len(files)-1].EndTimestamp()
+	}
+	return 0
+}
