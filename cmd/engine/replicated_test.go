@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,47 +23,86 @@ import (
 // replTestParts is the partition count of these tests.
 const replTestParts = 8
 
-// jsServers are the options of a three-server JetStream cluster on pre-picked loopback ports,
-// with the partition mapping of orders.* (a fresh account each: see internal/natstest). None is
-// started.
+// jsServers are the options of a three-server JetStream cluster with the partition mapping of
+// orders.* (a fresh account each: see internal/natstest). None is started. Only the first server's
+// route port is picked ahead (it is started first, so the window in which another process could
+// take that port is short); the other two listen for routes on ports of their own and join
+// through the first, as a seed server is used. A route port picked ahead for a server started
+// seconds later could be taken meanwhile by a test running in parallel, and nats-server does not
+// report that bind failure to a caller that set no logger: it is never ready.
 func jsServers(t *testing.T) []*server.Options {
 	t.Helper()
-	var routes []string
-	ports := make([]int, 3)
-	for i := range ports {
-		ports[i] = freePort(t)
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
-	}
+	seed := freePort(t)
+	routes := server.RoutesFromStr(fmt.Sprintf("nats://127.0.0.1:%d", seed))
 	var out []*server.Options
 	for i := range 3 {
 		acc := server.NewAccount(server.DEFAULT_GLOBAL_ACCOUNT)
 		if err := acc.AddMapping("orders.*", fmt.Sprintf("rmq.p.{{partition(%d,1)}}.orders.{{wildcard(1)}}", replTestParts)); err != nil {
 			t.Fatal(err)
 		}
+		port := server.RANDOM_PORT
+		if i == 0 {
+			port = seed
+		}
 		out = append(out, &server.Options{
-			ServerName: fmt.Sprintf("S%d", i), Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+			ServerName: fmt.Sprintf("S%d", i), Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true,
 			JetStream: true, StoreDir: t.TempDir(), SyncAlways: true,
-			Cluster:  server.ClusterOpts{Name: "repl", Host: "127.0.0.1", Port: ports[i]},
-			Routes:   server.RoutesFromStr(strings.Join(routes, ",")),
+			Cluster:  server.ClusterOpts{Name: "repl", Host: "127.0.0.1", Port: port},
+			Routes:   routes,
 			Accounts: []*server.Account{acc},
 		})
 	}
 	return out
 }
 
+// startServer starts a server and waits until it takes connections; what it reported as an error
+// on the way is in the failure.
 func startServer(t *testing.T, o *server.Options) *server.Server {
 	t.Helper()
 	s, err := server.NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	errs := &serverErrors{}
+	s.SetLoggerV2(errs, false, false, false)
 	go s.Start()
 	if !s.ReadyForConnections(waitTimeout) {
-		t.Fatalf("server %s not ready", o.ServerName)
+		s.Shutdown()
+		t.Fatalf("server %s not ready within %v; it reported: %s", o.ServerName, waitTimeout, errs)
 	}
 	t.Cleanup(s.Shutdown)
 	return s
 }
+
+// serverErrors keeps what a test server reports as an error or a fatal error, nothing else.
+type serverErrors struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (e *serverErrors) add(level, format string, v ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.msgs) < 20 {
+		e.msgs = append(e.msgs, level+": "+fmt.Sprintf(format, v...))
+	}
+}
+
+func (e *serverErrors) String() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.msgs) == 0 {
+		return "no error"
+	}
+	return strings.Join(e.msgs, "; ")
+}
+
+func (e *serverErrors) Noticef(string, ...any)         {}
+func (e *serverErrors) Warnf(string, ...any)           {}
+func (e *serverErrors) Debugf(string, ...any)          {}
+func (e *serverErrors) Tracef(string, ...any)          {}
+func (e *serverErrors) Errorf(format string, v ...any) { e.add("error", format, v...) }
+func (e *serverErrors) Fatalf(format string, v ...any) { e.add("fatal", format, v...) }
 
 // TestReplicatedWaitsForCluster: an engine started in replicated mode against one server of a
 // three-server JetStream cluster whose other two are not up yet (no meta leader can be elected:
