@@ -107,6 +107,18 @@ func storeOne(t *testing.T, nc *nats.Conn, body []byte) wire.Ack {
 	return a
 }
 
+// waitInterest waits until ns has a subscription matching subject.
+func waitInterest(t *testing.T, ns *natsserver.Server, subject string) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !ns.GlobalAccount().SubscriptionInterest(subject) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no subscription for %s within %v", subject, waitTimeout)
+		}
+		time.Sleep(5 * time.Millisecond) // the server's state, read from outside: no event to wait on
+	}
+}
+
 func runServer(t *testing.T, set func(*natsserver.Options)) *natsserver.Server {
 	t.Helper()
 	opts := natstest.DefaultTestOptions
@@ -362,6 +374,10 @@ func TestConnectLameDuck(t *testing.T) {
 	ns.WaitForShutdown()
 	ns2 := runServer(t, func(o *natsserver.Options) { o.Port = port })
 	sink.waitFor(t, "reconnected to nats")
+	// nats.go reports the reconnect once it has written the subscriptions to the new server,
+	// which may not have read them yet: a request from another connection could find no
+	// responder meanwhile.
+	waitInterest(t, ns2, "orders.eu")
 	select {
 	case <-srv.Done():
 		t.Fatal("the engine stopped")
