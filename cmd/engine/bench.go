@@ -33,6 +33,7 @@ type benchCmd struct {
 	Publishers    int           `help:"Publishers (connections) of the base load; 0 keeps the preset's."`
 	Topics        int           `help:"Topics (subjects) of the base load; 0 keeps the preset's."`
 	Body          byteSize      `help:"Body size of the base load; 0 keeps the preset's." default:"0"`
+	Only          string        `help:"Make only the preset's runs whose ID matches this regular expression (and the runs their rates come from)." placeholder:"REGEXP"`
 	Cold          bool          `help:"Start the store targets without their topics: the runs then include creating every topic's files."`
 	Keep          bool          `help:"Keep the runs' scratch directories (the stores) instead of removing them."`
 	ChildLogLevel string        `help:"Log level of the target and publisher processes." enum:"trace,debug,info,warn,error" default:"warn"`
@@ -56,6 +57,11 @@ func (b *benchCmd) Run(log zerolog.Logger) error {
 	runs, err := benchmarks.Preset(b.Preset, popts)
 	if err != nil {
 		return err
+	}
+	if b.Only != "" {
+		if runs, err = benchmarks.SelectRuns(runs, b.Only); err != nil {
+			return err
+		}
 	}
 	estimate := benchmarks.EstimateRuns(runs)
 	timeout := b.Timeout
