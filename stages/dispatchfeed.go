@@ -59,7 +59,7 @@ func (f *DispatchFeed) Buffer() []Dispatched {
 	if b, ok := f.pool.Get().(*[]Dispatched); ok {
 		return (*b)[:0]
 	}
-	return make([]Dispatched, 0, 256)
+	return make([]Dispatched, 0, 4096) // an append round of small records: no growing on the way
 }
 
 // Offer hands a round's records to dispatch, or drops them when the feed is full; it never

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -74,6 +76,9 @@ func hasValueSuffix(name string) bool {
 type propBuilder struct {
 	keysHdr, tagsHdr string
 	gen              *commitlog.UniqKeyGen // shared by every worker; safe for concurrent use
+	// host is the store host's address, which the records carry: whether a UNIQ_KEY is indexed
+	// is decided from it (commitlog.IsGeneratedUniqKey), as dispatch decides from the record.
+	host netip.Addr
 	names            []string
 	buf              []byte
 	// extra are properties appended after the message's own (a replicated record's
@@ -85,6 +90,11 @@ type propBuilder struct {
 	// seqAt is where the sequence's digits start in the last properties built, when their
 	// UNIQ_KEY is "<stream>:<seq>", and -1 otherwise (packtemplate.go); set with index.
 	seqAt int
+	// genAt is where the generated UNIQ_KEY starts in the last properties built, when it was
+	// generated, and -1 otherwise (plaintemplate.go); set with index.
+	genAt int
+	// bornAt is when the worker took the batch being built: the time generated keys carry.
+	bornAt time.Time
 }
 
 // build returns the properties of m (valid until the next build) and its dedupe id (the
@@ -105,7 +115,7 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route.Route, seq *wire.SeqHeade
 	}
 	buf := commitlog.AppendProperty(b.buf[:0], PropNatsSubject, subject)
 	uniqAt := len(buf) + len(commitlog.PropUniqKey) + 1 // where the UNIQ_KEY's value starts
-	seqAt := -1
+	seqAt, genAt := -1, -1
 
 	if ids := h[nats.MsgIdHdr]; len(ids) > 0 {
 		if len(ids) > 1 {
@@ -128,7 +138,12 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route.Route, seq *wire.SeqHeade
 	} else {
 		buf = append(buf, commitlog.PropUniqKey...)
 		buf = append(buf, commitlog.NameValueSeparator)
-		buf = b.gen.Append(buf)
+		genAt = len(buf)
+		if b.bornAt.IsZero() {
+			buf = b.gen.Append(buf) // built outside a batch
+		} else {
+			buf = b.gen.AppendAt(buf, b.bornAt)
+		}
 		buf = append(buf, commitlog.PropertySeparator)
 	}
 
@@ -201,8 +216,8 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route.Route, seq *wire.SeqHeade
 	}
 	buf = append(buf, b.extra...)
 	b.buf = buf
-	b.index = recordIndex(rt, uniq, keys, tagsValue)
-	b.seqAt = seqAt
+	b.index = recordIndex(rt, uniq, b.host, keys, tagsValue)
+	b.seqAt, b.genAt = seqAt, genAt
 	return buf, msgID, nil
 }
 
@@ -227,6 +242,12 @@ func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *wire.SeqH
 	if undecodedHeaders(j.msg) {
 		return errUndecodedHeaders
 	}
+	plain := plainTemplated(j, seq)
+	if plain {
+		if t := w.plain.of(rt); t != nil {
+			return w.fromPlainTemplate(t, r, j, born)
+		}
+	}
 	props, msgID, err := w.props.buildWith(j.msg, rt, seq)
 	if err != nil {
 		return err
@@ -249,8 +270,11 @@ func (w *worker) encodeInto(r *stages.Record, j *job, born int64, seq *wire.SeqH
 		return err
 	}
 	w.keep(free, rec)
-	if tmpl {
+	switch {
+	case tmpl:
 		w.tmpl.reset(j, born, seq, rec, props, &w.props, *cfg.Encode)
+	case plain:
+		w.plain.reset(j, born, rec, props, &w.props, *cfg.Encode)
 	}
 	r.Bytes = rec[:len(rec):len(rec)] // capped: an append must never run into the next record
 	r.Topic, r.QueueID, r.PropCRC = rt.Topic, j.queue, cfg.Encode.PropCRC

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
@@ -109,15 +108,15 @@ func New(cfg Config) (*Ingress, error) {
 	in.drops.in = in
 	in.src = newSource(in)
 	in.done, in.durable = in.src.done, in.src.durable()
-	// The broker's own address, pid and a random salt, as a RocketMQ broker generates ids for
-	// messages that come without one.
-	gen := commitlog.NewUniqKeyGen(cfg.StoreHost.Addr(), os.Getpid(), rand.Int32(), cfg.Clock)
+	// The store's own address, pid and the salt that marks a key as generated (the IndexFile
+	// does not hold such keys: commitlog.IsGeneratedUniqKey), in RocketMQ's form of ids.
+	gen := commitlog.NewUniqKeyGen(cfg.StoreHost.Addr(), os.Getpid(), commitlog.GeneratedSalt, cfg.Clock)
 	for i := range cfg.Workers {
 		in.workers = append(in.workers, &worker{
 			in:    in,
 			id:    i,
 			jobs:  make(chan job, cfg.WorkerQueue),
-			props: propBuilder{keysHdr: cfg.KeysHeader, tagsHdr: cfg.TagsHeader, gen: gen},
+			props: propBuilder{keysHdr: cfg.KeysHeader, tagsHdr: cfg.TagsHeader, gen: gen, host: cfg.StoreHost.Addr()},
 		})
 	}
 	if cfg.Batched != nil {

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -15,7 +16,10 @@ import (
 // dispatch reads back from the record's properties (derive.TagsCode, derive.KeyHashes): the tag
 // code of TAGS, and the IndexFile hashes of the UNIQ_KEY and each KEYS token, in that order.
 // Where the encoder cannot be sure (more keys than it holds, several key values), it says so
-// rather than guess.
+// rather than guess. The record is encoded and read back as dispatch reads it (derive.PropsOf),
+// with keys generated as ingress generates them (the store host's address and
+// commitlog.GeneratedSalt: not indexed) and, as in stores written before, with another salt
+// (indexed).
 func TestRecordIndexMatchesTheRecord(t *testing.T) {
 	seq := &wire.SeqHeader{Stream: "S7x", Seq: 42}
 	for i, c := range []struct {
@@ -40,32 +44,54 @@ func TestRecordIndexMatchesTheRecord(t *testing.T) {
 		{0, "orders.eu", nats.Header{"Rmq-Keys": {"😀"}, "Rmq-Tags": {"étiquette"}}, nil, true}, // non-ASCII
 		{0, "orders.eu", nats.Header{"Rmq-Keys": {"k1", "k2"}, "Rmq-Tags": {"t"}}, seq, false},
 	} {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			b := testBuilder()
-			rt := testRouter(c.tokens).Route(c.subject)
-			if rt.Err != nil {
-				t.Fatal(rt.Err)
-			}
-			props, _, err := b.buildWith(msgWith(c.subject, c.hdr), rt, c.seq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := b.index
-			if got.Known != c.known {
-				t.Fatalf("Known = %v, want %v (%+v)", got.Known, c.known, got)
-			}
-			if !got.Known {
-				return
-			}
-			d := commitlog.Properties(props).DispatchProps()
-			p := derive.Props{Topic: rt.Topic, Tags: string(d.Tags), Keys: string(d.Keys), UniqKey: string(d.UniqKey),
-				Delay: string(d.Delay)}
-			tags := derive.TagsCode(p, 1700000000000, nil)
-			hashes := derive.KeyHashes(nil, derive.TopicPrefix(rt.Topic), p)
-			if got.TagsCode != tags || fmt.Sprint(got.Hashes[:got.NHashes]) != fmt.Sprint(hashes) {
-				t.Fatalf("encoder: tags %d hashes %v; the record's properties give %d and %v",
-					got.TagsCode, got.Hashes[:got.NHashes], tags, hashes)
-			}
-		})
+		for _, marked := range []bool{false, true} {
+			t.Run(fmt.Sprint(i, ",marked=", marked), func(t *testing.T) {
+				b := testBuilder()
+				host := netip.MustParseAddrPort("10.0.0.1:10911")
+				if marked {
+					b.gen = commitlog.NewUniqKeyGen(host.Addr(), 1, commitlog.GeneratedSalt, nil)
+					b.host = host.Addr()
+				}
+				rt := testRouter(c.tokens).Route(c.subject)
+				if rt.Err != nil {
+					t.Fatal(rt.Err)
+				}
+				props, _, err := b.buildWith(msgWith(c.subject, c.hdr), rt, c.seq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := b.index
+				generated := c.hdr["Nats-Msg-Id"] == nil && c.seq == nil
+				known := c.known
+				if marked && generated && len(c.hdr["Rmq-Keys"]) <= 1 {
+					known = true // a key not indexed leaves room for two of KEYS
+				}
+				if got.Known != known {
+					t.Fatalf("Known = %v, want %v (%+v)", got.Known, known, got)
+				}
+				if !got.Known {
+					return
+				}
+				m := commitlog.Message{Topic: rt.Topic, BornTimestamp: 1700000000000, StoreHost: host, Properties: props}
+				rec, err := commitlog.AppendRecord(nil, &m, commitlog.EncodeOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, err := commitlog.Parse(rec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := derive.PropsOf(v)
+				tags := derive.TagsCode(p, 1700000000000, nil)
+				hashes := derive.KeyHashes(nil, derive.TopicPrefix(rt.Topic), p)
+				if got.TagsCode != tags || fmt.Sprint(got.Hashes[:got.NHashes]) != fmt.Sprint(hashes) {
+					t.Fatalf("encoder: tags %d hashes %v; the record gives %d and %v",
+						got.TagsCode, got.Hashes[:got.NHashes], tags, hashes)
+				}
+				if generated && marked != p.UniqGenerated {
+					t.Fatalf("a generated key (marked %v) read back as generated %v", marked, p.UniqGenerated)
+				}
+			})
+		}
 	}
 }

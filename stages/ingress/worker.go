@@ -69,6 +69,7 @@ type worker struct {
 	msg   commitlog.Message // encodeSeq's, reused
 	build batchBuild        // process's, reused
 	tmpl  packTemplate      // the pack entries' (packtemplate.go)
+	plain plainTemplates    // the plain messages' (plaintemplate.go)
 }
 
 // messages is how many messages j carries.
@@ -164,7 +165,9 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 	// The worker's own batchBuild: the sources get a pointer to it, which would put one on the
 	// heap per batch.
 	bb := &w.build
-	*bb = batchBuild{born: w.in.cfg.Clock().UnixMilli()}
+	now := w.in.cfg.Clock()
+	*bb = batchBuild{born: now.UnixMilli()}
+	w.props.bornAt = now
 	defer func() { *bb = batchBuild{} }() // keep no batch alive
 	for i := range jobs {
 		bb.n += jobs[i].messages()

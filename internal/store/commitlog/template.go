@@ -9,8 +9,10 @@ import (
 )
 
 // RecordTemplate encodes records that differ from one record encoded by AppendRecord only in
-// their body, their QUEUEID and one run of decimal digits in their properties: the entries of a
-// pack, whose properties differ only in the sequence number of their UNIQ_KEY. AppendRecord
+// their body, their QUEUEID and one run of digits (decimal or uppercase hex) in their
+// properties: the entries of a pack, whose properties differ only in the sequence number of
+// their UNIQ_KEY, and the plain messages of one subject, whose properties differ only in the
+// UNIQ_KEY generated for them. AppendRecord
 // spends most of its time on what is the same for all of them (the checks, the lengths, the
 // header fields, the properties); Append copies the parts and patches six fields. The bytes are
 // AppendRecord's (TestRecordTemplateMatchesAppendRecord, FuzzRecordTemplate).
@@ -26,7 +28,7 @@ type RecordTemplate struct {
 }
 
 // Reset makes t a template of rec, which AppendRecord encoded with opt from a message with
-// properties props, where [digitsAt, digitsAt+digits) are the decimal digits that vary from
+// properties props, where [digitsAt, digitsAt+digits) are the digits (0-9, A-F) that vary from
 // record to record. The digits must be inside a property's value: changing them then changes no
 // name, so AppendRecord would treat every record of the template alike. Reset refuses what it
 // cannot make such a template of: a record it cannot read, digits that are not there or not in
@@ -68,7 +70,7 @@ func (t *RecordTemplate) Reset(rec, props []byte, digitsAt, digits int, opt Enco
 		return fmt.Errorf("%w: digits [%d,%d) outside the properties", errNoTemplate, digitsAt, digitsAt+digits)
 	}
 	for _, c := range props[digitsAt : digitsAt+digits] {
-		if c < '0' || c > '9' {
+		if !isDigitOrUpperHex(c) {
 			return fmt.Errorf("%w: %q at the digits' place", errNoTemplate, props[digitsAt:digitsAt+digits])
 		}
 	}
@@ -82,8 +84,22 @@ func (t *RecordTemplate) Reset(rec, props []byte, digitsAt, digits int, opt Enco
 	return nil
 }
 
+// isDigitOrUpperHex reports whether c may be one of a template's varying digits: none of them is
+// a separator, so changing them changes no name.
+func isDigitOrUpperHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'A' <= c && c <= 'F'
+}
+
 // errNoTemplate: Reset was given something it cannot make a template of.
 var errNoTemplate = errors.New("commitlog: no record template")
+
+// SetBorn makes the records t encodes from now on carry born as their BORNTIMESTAMP, so that a
+// template outlives the batch time it was made with.
+func (t *RecordTemplate) SetBorn(born int64) {
+	if t.Ok() {
+		binary.BigEndian.PutUint64(t.head[PosBornTimestamp:], uint64(born))
+	}
+}
 
 // Ok says whether t holds a template.
 func (t *RecordTemplate) Ok() bool { return len(t.head) > 0 }
@@ -93,8 +109,8 @@ func (t *RecordTemplate) Len(bodyLen, digitsLen int) int {
 	return len(t.head) + bodyLen + len(t.tail) - t.digits + digitsLen
 }
 
-// Append appends the record of the template with queueID, body and digits (decimal digits that
-// replace the template's) to dst and returns the extended slice. It checks the limits
+// Append appends the record of the template with queueID, body and digits (digits that replace
+// the template's, of the kinds Reset accepts) to dst and returns the extended slice. It checks the limits
 // AppendRecord checks and returns the same errors, with dst unchanged. It allocates nothing when
 // dst has room for the record.
 func (t *RecordTemplate) Append(dst []byte, queueID int32, body, digits []byte) ([]byte, error) {

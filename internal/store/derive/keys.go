@@ -15,9 +15,11 @@ func TopicPrefix(topic string) int32 { return indexfile.TopicPrefixHash(topic) }
 
 // KeyHashes appends to dst the IndexFile key hashes of a record with props p, in the order the
 // index puts them: topic#UNIQ_KEY, then topic#key for each non-empty key of KEYS (split at single
-// spaces, as RocketMQ's buildIndex). prefix is TopicPrefix(p.Topic).
+// spaces, as RocketMQ's buildIndex). prefix is TopicPrefix(p.Topic). Unlike RocketMQ it leaves
+// out a UNIQ_KEY the engine generated (Props.UniqGenerated): an entry per message that no
+// publisher can look up, which cost a tenth of storing a plain message.
 func KeyHashes(dst []int32, prefix int32, p Props) []int32 {
-	if p.UniqKey != "" {
+	if p.UniqKey != "" && !p.UniqGenerated {
 		dst = append(dst, indexfile.KeyHashFrom(prefix, p.UniqKey))
 	}
 	for keys := p.Keys; keys != ""; {
@@ -33,7 +35,7 @@ func KeyHashes(dst []int32, prefix int32, p Props) []int32 {
 // NumKeys is how many hashes KeyHashes appends for p.
 func NumKeys(p Props) int {
 	n := 0
-	if p.UniqKey != "" {
+	if p.UniqKey != "" && !p.UniqGenerated {
 		n++
 	}
 	for keys := p.Keys; keys != ""; {

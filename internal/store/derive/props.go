@@ -14,7 +14,10 @@ type Props struct {
 	Tags    string
 	Keys    string // keys separated by single spaces (commitlog.KeySeparator); empty tokens skipped
 	UniqKey string
-	Delay   string // a delay level, a Java int
+	// UniqGenerated says UniqKey is one the engine generated for a message that came without an
+	// id (commitlog.IsGeneratedUniqKey): no publisher knows it, so the IndexFile does not hold it.
+	UniqGenerated bool
+	Delay         string // a delay level, a Java int
 }
 
 // PropsOf finds the props of the record v in one pass over its properties (the last entry of a
@@ -22,8 +25,10 @@ type Props struct {
 // nothing here keeps them.
 func PropsOf(v commitlog.View) Props {
 	d := v.Properties().DispatchProps()
-	return Props{Topic: alias(v.Topic()), Tags: alias(d.Tags), Keys: alias(d.Keys), UniqKey: alias(d.UniqKey),
+	p := Props{Topic: alias(v.Topic()), Tags: alias(d.Tags), Keys: alias(d.Keys), UniqKey: alias(d.UniqKey),
 		Delay: alias(d.Delay)}
+	p.UniqGenerated = p.UniqKey != "" && commitlog.IsGeneratedUniqKey(p.UniqKey, v.StoreHost().Addr())
+	return p
 }
 
 // alias is a string over b without a copy; b must not change while it is used.

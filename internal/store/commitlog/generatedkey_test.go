@@ -1,0 +1,48 @@
+package commitlog
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestIsGeneratedUniqKey: every key a generator with GeneratedSalt makes for a store host passes,
+// for IPv4, IPv4-mapped and IPv6 hosts and across pids and times; a key with another salt,
+// another host, a changed case, a changed length or a stray character does not, nor does a key
+// made where the host is unknown.
+func TestIsGeneratedUniqKey(t *testing.T) {
+	clock := func() time.Time { return time.Date(2026, 12, 2, 3, 4, 5, 0, time.UTC) }
+	for _, host := range []string{"10.0.0.2", "::ffff:10.0.0.2", "2001:db8::2", "255.255.255.255"} {
+		ip := netip.MustParseAddr(host)
+		for _, pid := range []int{0, 1, 65535, 1 << 20} {
+			g := NewUniqKeyGen(ip, pid, GeneratedSalt, clock)
+			for range 3 {
+				if k := g.Next(); !IsGeneratedUniqKey(k, ip) {
+					t.Fatalf("host %s pid %d: %s not recognised", host, pid, k)
+				}
+			}
+		}
+	}
+	ip := netip.MustParseAddr("10.0.0.2")
+	k := NewUniqKeyGen(ip, 7, GeneratedSalt, clock).Next()
+	for name, c := range map[string]struct {
+		key  string
+		host netip.Addr
+	}{
+		"another salt":   {NewUniqKeyGen(ip, 7, GeneratedSalt+1, clock).Next(), ip},
+		"another host":   {k, netip.MustParseAddr("10.0.0.3")},
+		"an IPv6 host":   {k, netip.MustParseAddr("2001:db8::2")},
+		"unknown host":   {NewUniqKeyGen(netip.Addr{}, 7, GeneratedSalt, clock).Next(), netip.Addr{}},
+		"lower case":     {strings.ToLower(k), ip},
+		"one digit more": {k + "0", ip},
+		"one digit less": {k[:len(k)-1], ip},
+		"not hex":        {k[:len(k)-1] + "G", ip},
+		"empty":          {"", ip},
+		"a publisher id": {"order-1", ip},
+	} {
+		if IsGeneratedUniqKey(c.key, c.host) {
+			t.Errorf("%s: %q taken as generated", name, c.key)
+		}
+	}
+}
