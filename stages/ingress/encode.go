@@ -2,9 +2,9 @@ package ingress
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -78,9 +78,9 @@ type propBuilder struct {
 	gen              *commitlog.UniqKeyGen // shared by every worker; safe for concurrent use
 	// host is the store host's address, which the records carry: whether a UNIQ_KEY is indexed
 	// is decided from it (commitlog.IsGeneratedUniqKey), as dispatch decides from the record.
-	host netip.Addr
-	names            []string
-	buf              []byte
+	host  netip.Addr
+	names []string
+	buf   []byte
 	// extra are properties appended after the message's own (a replicated record's
 	// NATS_STREAM_SEQ), already encoded; the caller sets and clears them.
 	extra []byte
