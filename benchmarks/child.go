@@ -69,7 +69,9 @@ type TargetResult struct {
 	PeakRSS int64 `json:"peak_rss"`
 	// PeakHeap is the peak of the target process's heap in use (runtime.MemStats.HeapInuse),
 	// sampled every heapSampleEvery from before the target started until it stopped.
-	PeakHeap int64  `json:"peak_heap"`
+	PeakHeap int64 `json:"peak_heap"`
+	// PeakAnon is the peak of its anonymous resident memory (RssAnon), sampled with PeakHeap.
+	PeakAnon int64  `json:"peak_anon,omitempty"`
 	AwaitErr string `json:"await_err,omitempty"`
 	StopErr  string `json:"stop_err,omitempty"`
 }
@@ -180,6 +182,7 @@ func targetMain(ctx context.Context, dec *json.Decoder, w *lineWriter, log zerol
 	}
 	res.Report = t.Report()
 	res.PeakRSS, res.PeakHeap = selfUsage().MaxRSS, heap.stop()
+	res.PeakAnon = heap.peakAnon()
 	return w.send(childLine{TargetResult: &res})
 }
 

@@ -104,6 +104,8 @@ type engineTarget struct {
 // follows what it stores.
 func (t *engineTarget) Start(ctx context.Context) (string, error) {
 	o := t.cfg.Run.Target
+	// The budget `engine run` has by default: the target process is the engine's.
+	engine.ApplyMemoryLimit(engine.DefaultMemoryLimit)
 	opts := engine.Options{
 		Dir:               storeDir(t.cfg.Dir),
 		Logger:            t.log,

@@ -14,9 +14,14 @@ const heapSampleEvery = 100 * time.Millisecond
 // go_memstats_heap_inuse_bytes, which the engine's /metrics reports): the heap objects' classes
 // plus the unused bytes of their spans, read through runtime/metrics, which needs no
 // stop-the-world as ReadMemStats does.
+//
+// It also follows the peak of the process's anonymous resident memory (RssAnon: the heap, the
+// stacks, the runtime's own memory), which unlike the whole resident set leaves out the store's
+// mapped file pages (the kernel's page cache, which it reclaims as it needs).
 type heapSampler struct {
 	samples []metrics.Sample
 	peak    uint64 // guarded by mu
+	anon    int64  // guarded by mu
 	mu      sync.Mutex
 	quit    chan struct{}
 	done    chan struct{}
@@ -58,6 +63,16 @@ func (h *heapSampler) sample() {
 		}
 	}
 	h.peak = max(h.peak, inuse)
+	if a, ok := rssAnon(); ok {
+		h.anon = max(h.anon, a)
+	}
+}
+
+// peakAnon is the peak anonymous resident memory seen so far (0 where it cannot be read).
+func (h *heapSampler) peakAnon() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.anon
 }
 
 // stop ends the sampling, with a last sample, and returns the peak in bytes. It may be called

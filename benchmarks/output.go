@@ -88,6 +88,7 @@ var columns = []column{
 	{"publisher_cpu_s", "pub CPU s", func(r *Result) string { return fnum(r.PublisherCPU.Seconds(), 2) }},
 	{"target_rss_mib", "target RSS MiB", func(r *Result) string { return fnum(float64(r.TargetRSS)/(1<<20), 0) }},
 	{"target_heap_mib", "peak heap MiB", func(r *Result) string { return fnum(float64(r.PeakHeap)/(1<<20), 0) }},
+	{"target_anon_mib", "peak anon MiB", func(r *Result) string { return fnum(float64(r.PeakAnon)/(1<<20), 0) }},
 	{"dropped", "dropped", func(r *Result) string { return ffInt(r, r.Dropped) }},
 	{"dropped_pct", "dropped %", func(r *Result) string {
 		if r.Run.Load.Ack != FireAndForget || r.Dropped == 0 {

@@ -81,6 +81,9 @@ type Result struct {
 	// PeakHeap is the target process's peak heap in use (runtime.MemStats.HeapInuse), sampled
 	// every 100 ms over its life.
 	PeakHeap int64 `json:"peak_heap,omitempty"`
+	// PeakAnon is the target's peak anonymous resident memory (RssAnon: its resident set without
+	// the store's mapped file pages), sampled with PeakHeap.
+	PeakAnon int64 `json:"peak_anon,omitempty"`
 
 	// Started is when the run began; Took its whole wall time, start-up and verification included.
 	Started time.Time     `json:"started"`

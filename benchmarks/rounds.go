@@ -24,11 +24,11 @@ type RoundSeries struct {
 	// MsgsPerSec (0: none, or it has no valid round).
 	Ceiling string
 	Ratio   float64
-	// DroppedMin, DroppedMax and DroppedPctMax range over the valid rounds; PeakHeap and
-	// TargetRSS are their highest.
-	DroppedMin, DroppedMax int64
-	DroppedPctMax          float64
-	PeakHeap, TargetRSS    int64
+	// DroppedMin, DroppedMax and DroppedPctMax range over the valid rounds; PeakHeap,
+	// PeakAnon and TargetRSS are their highest.
+	DroppedMin, DroppedMax        int64
+	DroppedPctMax                 float64
+	PeakHeap, PeakAnon, TargetRSS int64
 }
 
 // Complete says whether every round of the series is valid.
@@ -63,7 +63,7 @@ func RoundSeriesOf(rs []Result) []RoundSeries {
 		s.Valid++
 		s.DroppedMax = max(s.DroppedMax, r.Dropped)
 		s.DroppedPctMax = max(s.DroppedPctMax, r.DroppedPct())
-		s.PeakHeap, s.TargetRSS = max(s.PeakHeap, r.PeakHeap), max(s.TargetRSS, r.TargetRSS)
+		s.PeakHeap, s.PeakAnon, s.TargetRSS = max(s.PeakHeap, r.PeakHeap), max(s.PeakAnon, r.PeakAnon), max(s.TargetRSS, r.TargetRSS)
 		rates[id] = append(rates[id], r.MsgsPerSec)
 		mbs[id] = append(mbs[id], r.MBPerSec)
 		lags[id] = append(lags[id], float64(r.Lag))
@@ -109,16 +109,16 @@ func writeRounds(b *strings.Builder, series []RoundSeries, group string) {
 				dropped += "-" + count(s.DroppedMax)
 			}
 		}
-		rows = append(rows, fmt.Sprintf("| %s | %s | %d of %d | %s | %s | %s | %s | %s | %s | %s | %s |",
+		rows = append(rows, fmt.Sprintf("| %s | %s | %d of %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
 			s.ID, loadText(s.Load), s.Valid, s.Rounds, count(int64(s.MsgsPerSec)), fnum(s.MBPerSec, 1), ratio,
 			dropped, fnum(s.DroppedPctMax, 2), fnum(s.Lag.Seconds(), 3),
-			fnum(float64(s.PeakHeap)/(1<<20), 0), fnum(float64(s.TargetRSS)/(1<<20), 0)))
+			fnum(float64(s.PeakHeap)/(1<<20), 0), fnum(float64(s.PeakAnon)/(1<<20), 0), fnum(float64(s.TargetRSS)/(1<<20), 0)))
 	}
 	if len(rows) == 0 {
 		return
 	}
 	b.WriteString("Medians of the rounds (dropped: the least and the most of a round; peaks: the highest):\n\n")
-	b.WriteString("| series | load | valid rounds | msgs/s | MB/s | vs ceiling | dropped | dropped % (max) | lag s | peak heap MiB | target RSS MiB |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| series | load | valid rounds | msgs/s | MB/s | vs ceiling | dropped | dropped % (max) | lag s | peak heap MiB | peak anon MiB | target RSS MiB |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	b.WriteString(strings.Join(rows, "\n") + "\n\n")
 }

@@ -205,7 +205,7 @@ func (r *Runner) runOne(parent context.Context, run Run, label string) (res Resu
 		res.invalid("%v", werr)
 	}
 	tres := *tl.TargetResult
-	res.TargetCPU, res.TargetRSS, res.PeakHeap = tres.Usage.CPU(), tres.PeakRSS, tres.PeakHeap
+	res.TargetCPU, res.TargetRSS, res.PeakHeap, res.PeakAnon = tres.Usage.CPU(), tres.PeakRSS, tres.PeakHeap, tres.PeakAnon
 	res.Dropped = tres.Report.Dropped
 	res.Engine = tres.Report.Engine
 	res.Syncs, res.Synced, res.Preloaded = tres.Report.Syncs, tres.Report.Synced, tres.Report.Preloaded.Count

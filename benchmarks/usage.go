@@ -42,13 +42,19 @@ func selfUsage() Usage {
 }
 
 // vmHWM reads the peak resident set of this process's address space (Linux).
-func vmHWM() (int64, bool) {
+func vmHWM() (int64, bool) { return procStatusKB("VmHWM:") }
+
+// rssAnon reads the anonymous resident memory of this process now (Linux).
+func rssAnon() (int64, bool) { return procStatusKB("RssAnon:") }
+
+// procStatusKB reads the field of /proc/self/status named name (with its colon), in kB, as bytes.
+func procStatusKB(name string) (int64, bool) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0, false
 	}
 	for line := range bytes.Lines(b) {
-		if rest, ok := bytes.CutPrefix(line, []byte("VmHWM:")); ok {
+		if rest, ok := bytes.CutPrefix(line, []byte(name)); ok {
 			f := bytes.Fields(rest) // "1234 kB"
 			if len(f) == 2 && string(f[1]) == "kB" {
 				if kb, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil {

@@ -40,8 +40,10 @@ type NATSOptions struct {
 	// (ingress.DefaultWorkerQueue) and records per batch sent to the writer
 	// (ingress.DefaultMaxBatch).
 	WorkerQueue, MaxBatch int
-	// PendingMsgs and PendingBytes bound what the NATS client buffers for the subscriptions
-	// (fire-and-forget publishers past them are dropped, counted and logged).
+	// PendingMsgs and PendingBytes bound the fire-and-forget messages ingress holds, and what
+	// the NATS client buffers per subscription (ingress.Config: past them such messages are
+	// dropped, counted by topic and logged); 0: ingress.DefaultPendingMsgs and
+	// DefaultPendingBytes.
 	PendingMsgs, PendingBytes int
 	NoReply                   bool
 	// Name is the connection name the server shows (rocketstore).

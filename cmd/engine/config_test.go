@@ -194,6 +194,7 @@ stream_idle: "5m"
 workers: 3
 pending_msgs: -1
 pending_bytes: 32MB
+memory_limit: 1GiB
 drain_timeout: "10s"
 partitions: 16
 owned_partitions: "0-3,9"
@@ -252,6 +253,9 @@ func TestConfigEveryKey(t *testing.T) {
 	}
 	if c.LogLevel != "warn" || c.LogFormat != "json" || c.GCPercent != 300 {
 		t.Errorf("global keys: %q %q %d", c.LogLevel, c.LogFormat, c.GCPercent)
+	}
+	if r.MemoryLimit != 1<<30 {
+		t.Errorf("memory_limit %d", r.MemoryLimit)
 	}
 	opts, nopts := r.options(zerolog.Nop())
 	opts.Logger = zerolog.Logger{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -79,8 +80,9 @@ type runCmd struct {
 	MaxStreams     int           `name:"max-streams" help:"Batched acks: streams tracked at once (the least recently active is evicted)." default:"10000" env:"ENGINE_MAX_STREAMS" group:"Ingress"`
 	StreamIdle     time.Duration `name:"stream-idle" help:"Batched acks: a stream idle this long is forgotten." default:"2m" env:"ENGINE_STREAM_IDLE" group:"Ingress"`
 	Workers        int           `help:"Encoding workers (0: one per CPU)." default:"0" env:"ENGINE_WORKERS" group:"Ingress"`
-	PendingMsgs    int           `name:"pending-msgs" help:"Messages the NATS client buffers per subscription before dropping (fire-and-forget publishers); -1: no limit." default:"524288" env:"ENGINE_PENDING_MSGS" group:"Ingress"`
-	PendingBytes   limitSize     `name:"pending-bytes" help:"Bytes the NATS client buffers per subscription before dropping; -1: no limit." default:"64MiB" env:"ENGINE_PENDING_BYTES" group:"Ingress"`
+	PendingMsgs    int           `name:"pending-msgs" help:"Fire-and-forget messages ingress holds before it drops (counted by topic), and the NATS client's pending limit per subscription; -1: no limit." default:"131072" env:"ENGINE_PENDING_MSGS" group:"Ingress"`
+	PendingBytes   limitSize     `name:"pending-bytes" help:"Bytes of those messages (with 256 bytes each for the message itself) ingress holds before it drops, and the NATS client's pending limit per subscription; -1: no limit." default:"32MiB" env:"ENGINE_PENDING_BYTES" group:"Ingress"`
+	MemoryLimit    byteSize      `name:"memory-limit" help:"The whole process's memory budget: the Go runtime's soft limit (GOMEMLIMIT, when set, wins); 0: none. The default pending limits fit in the default (docs/CONFIG.md, Memory). Read at start." default:"256MiB" env:"ENGINE_MEMORY_LIMIT" group:"Ingress"`
 	DrainTimeout   time.Duration `name:"drain-timeout" help:"At shutdown, how long the subscriptions, then the connection, may take to drain." default:"30s" env:"ENGINE_DRAIN_TIMEOUT" group:"Ingress"`
 
 	Partitions         int           `help:"Partitioned ingest over several engines (docs/SCALE-OUT.md): P, the partitions (and queues) of every topic; 0: off. The NATS servers partition the subjects with a mapping (engine partition-map prints it)." default:"0" env:"ENGINE_PARTITIONS" group:"Partitions"`
@@ -144,6 +146,9 @@ func (r *runCmd) Run(log zerolog.Logger, levels *natsserver.LevelWriter) error {
 		return nil
 	}
 	log = dynamicLogger(log)
+	if limit := engine.ApplyMemoryLimit(int64(r.MemoryLimit)); limit != math.MaxInt64 {
+		log.Debug().Int64("memory_limit", limit).Msg("memory limit")
+	}
 	opts, nopts := r.options(log)
 	nopts.LogLevels = levels
 	if r.file != nil {

@@ -174,8 +174,15 @@ func (v *validator) ingress() {
 	if r.PendingBytes == 0 {
 		v.bad("pending_bytes", "0: must be positive, or -1 for no limit")
 	}
+	if r.MemoryLimit < 0 || (r.MemoryLimit > 0 && r.MemoryLimit < minMemoryLimit) {
+		v.bad("memory_limit", "%d: must be 0 (no limit) or at least %d (32MiB): below that the collector would run without pause", r.MemoryLimit, minMemoryLimit)
+	}
 	v.positive("drain_timeout", r.DrainTimeout)
 }
+
+// minMemoryLimit is the smallest --memory-limit taken: an engine's own buffers and the embedded
+// server need about that before any message is held.
+const minMemoryLimit = 32 << 20
 
 func (v *validator) connection() {
 	r := v.r

@@ -27,10 +27,15 @@ const (
 	DefaultKeysHeader     = "Rmq-Keys"
 	DefaultTagsHeader     = "Rmq-Tags"
 	DefaultWorkerQueue    = 1024
-	DefaultMaxBatch       = 256
-	DefaultSubjectCache   = 1 << 16
-	DefaultDrainTimeout   = 30 * time.Second
-	DefaultLogInterval    = 5 * time.Second
+	// DefaultPendingMsgs and DefaultPendingBytes are the pending limits (Config.PendingMsgs,
+	// PendingBytes): a quarter of engine.DefaultMemoryLimit's budget at most, with room left for
+	// nats.go's own buffer, the embedded server's and the pipeline's (docs/CONFIG.md, "Memory").
+	DefaultPendingMsgs  = 128 << 10
+	DefaultPendingBytes = 32 << 20
+	DefaultMaxBatch     = 256
+	DefaultSubjectCache = 1 << 16
+	DefaultDrainTimeout = 30 * time.Second
+	DefaultLogInterval  = 5 * time.Second
 )
 
 // MaxQueuesPerTopic bounds Config.QueuesPerTopic: a queue id is a Java int on disk (QUEUEID) and
@@ -92,10 +97,14 @@ type Config struct {
 	// closes it after Run has returned (other producers may share it).
 	Out chan<- *stages.Batch
 
-	// PendingMsgs and PendingBytes are the nats.go pending limits of each subscription
-	// (Subscription.SetPendingLimits): what the client buffers while the callback is blocked,
-	// beyond which it drops. 0 means nats.go's defaults (512 Ki messages, 64 MiB); a negative
-	// value means no limit (no drops, and no memory bound either).
+	// PendingMsgs and PendingBytes bound the fire-and-forget messages (no reply subject, no
+	// batched-ack header) that ingress holds, shared over the workers' inboxes, each counted
+	// with its subject and body plus 256 bytes for the message itself (inbox.go): past them it
+	// drops such a message and counts it by topic, since nobody waits for it. They are also the
+	// nats.go pending limits of each subscription (Subscription.SetPendingLimits): what the
+	// client buffers while a callback waits, beyond which it drops. 0 means DefaultPendingMsgs
+	// and DefaultPendingBytes; a negative value means no limit (no drops, and no memory bound
+	// either).
 	PendingMsgs, PendingBytes int
 	// DrainTimeout bounds the graceful drain of the subscriptions; default 30 s. Past it the
 	// subscriptions are unsubscribed and what nats.go still buffered is dropped (and logged).
@@ -229,10 +238,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxBatch = DefaultMaxBatch
 	}
 	if c.PendingMsgs == 0 {
-		c.PendingMsgs = nats.DefaultSubPendingMsgsLimit
+		c.PendingMsgs = DefaultPendingMsgs
 	}
 	if c.PendingBytes == 0 {
-		c.PendingBytes = nats.DefaultSubPendingBytesLimit
+		c.PendingBytes = DefaultPendingBytes
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = DefaultDrainTimeout

@@ -127,11 +127,10 @@ func (in *Ingress) fenceWorkers(ctx context.Context) error {
 	fences := make([]fence, len(in.workers))
 	for i, w := range in.workers {
 		fences[i] = make(fence)
-		select {
-		case w.jobs <- job{fence: fences[i]}:
-		case <-ctx.Done():
-			return fmt.Errorf("ingress: fence: %w", ctx.Err())
-		case <-in.abort:
+		if !w.box.put(job{fence: fences[i]}, ctx.Done(), in.abort) {
+			if ctx.Err() != nil {
+				return fmt.Errorf("ingress: fence: %w", ctx.Err())
+			}
 			return ErrStopped
 		}
 	}

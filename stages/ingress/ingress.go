@@ -50,7 +50,10 @@ type Ingress struct {
 	started  atomic.Bool
 	stopOnce sync.Once
 	stop     chan struct{} // closed by Stop
-	ready    chan struct{} // closed by Run once the server has the subscriptions
+	// ending is set when stop is closed or Run's ctx ends: the callbacks read it per message,
+	// where a select on both channels was a third of the callback's own time.
+	ending atomic.Bool
+	ready  chan struct{} // closed by Run once the server has the subscriptions
 	// abort is Run's ctx.Done(), set before the first subscription (so before any callback):
 	// a callback blocked on a full worker gives up on it.
 	abort <-chan struct{}
@@ -67,6 +70,7 @@ type Ingress struct {
 	subs     []*subscription // guarded by subsMu; partitions add and remove theirs (handoff.go)
 	partMu   sync.Mutex      // serializes AddPartition and RemovePartition
 	drops    dropReporter    // owned by Run's goroutine
+	ffDrops  topicDrops      // the fire-and-forget messages the inboxes had no room for
 	// repl is the replicated source once it started (replsource.go), for its status; nil
 	// otherwise.
 	repl atomic.Pointer[replicated.Source]
@@ -115,7 +119,7 @@ func New(cfg Config) (*Ingress, error) {
 		in.workers = append(in.workers, &worker{
 			in:    in,
 			id:    i,
-			jobs:  make(chan job, cfg.WorkerQueue),
+			box:   newInbox(cfg.WorkerQueue, share(cfg.PendingMsgs, cfg.Workers), share(cfg.PendingBytes, cfg.Workers)),
 			props: propBuilder{keysHdr: cfg.KeysHeader, tagsHdr: cfg.TagsHeader, gen: gen, host: cfg.StoreHost.Addr()},
 		})
 	}
@@ -149,7 +153,12 @@ func (in *Ingress) Ready() <-chan struct{} { return in.ready }
 // Stop starts the graceful stop (see the package doc); Run returns nil once every message
 // received has been sent to Out (or answered). Stop does not wait; it may be
 // called any number of times, from any goroutine, before or during Run.
-func (in *Ingress) Stop() { in.stopOnce.Do(func() { close(in.stop) }) }
+func (in *Ingress) Stop() {
+	in.stopOnce.Do(func() {
+		in.ending.Store(true)
+		close(in.stop)
+	})
+}
 
 // Run subscribes, runs the workers and returns after a graceful stop (nil) or when ctx ends
 // (ctx's error: the abort). Either way every goroutine it started has exited, so nothing more is
@@ -167,6 +176,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	in.abort = ctx.Done()
+	defer context.AfterFunc(ctx, func() { in.ending.Store(true) })()
 
 	group, _ := stages.NewGroup(ctx)
 	for _, w := range in.workers {
@@ -239,24 +249,27 @@ func (in *Ingress) serve(ctx context.Context) bool {
 	}
 }
 
-// failLeftovers answers what the workers' channels still hold once nothing reads them any more.
-// After a graceful stop they are empty; after an abort the workers exited first, and a callback
-// may have put a message in a channel before it saw the abort.
+// failLeftovers answers what the workers took and did not process, and what their inboxes still
+// hold, once the workers have exited. After a graceful stop there is nothing; after an abort the
+// workers exited first, and a callback may have put a message in an inbox before it saw the
+// abort.
 func (in *Ingress) failLeftovers() {
 	for _, w := range in.workers {
-		for range cap(w.jobs) { // bounded: no callback is left, so at most cap(jobs) items
-			var j job
-			select {
-			case j = <-w.jobs:
-			default:
+		for _, jobs := range [][]job{w.leftovers(), w.box.take(nil)} {
+			for i := range jobs {
+				if j := &jobs[i]; j.msg != nil { // not a tracker marker, nor a fence (its waiter gives up with the abort)
+					in.abandon(j)
+				}
 			}
-			if j.msg == nil && j.marker == 0 && j.fence == nil {
-				break
-			}
-			if j.msg == nil {
-				continue // a tracker marker, or a fence (its waiter gives up with the abort)
-			}
-			in.abandon(&j)
 		}
 	}
+}
+
+// share is a worker's share of a bound of n over workers (at least 1); a negative n, no limit,
+// stays negative.
+func share(n, workers int) int64 {
+	if n < 0 {
+		return -1
+	}
+	return int64(max(n/workers, 1))
 }

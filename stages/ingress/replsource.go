@@ -71,14 +71,13 @@ func (s *replSource) Take(ctx context.Context, m *nats.Msg, meta *replicated.Met
 		return nil
 	}
 	w := in.workers[rt.Worker(rt.Partition, len(in.workers))]
-	select {
-	case w.jobs <- job{msg: m, route: rt, queue: rt.Partition, origin: meta}:
+	if w.box.put(job{msg: m, route: rt, queue: rt.Partition, origin: meta}, ctx.Done(), in.abort) {
 		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-in.abort:
-		return ErrStopped
 	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return ErrStopped
 }
 
 // record encodes a replicated message deterministically: born and store time are the stream's

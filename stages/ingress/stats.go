@@ -9,8 +9,9 @@ import (
 // Stats are ingress's counters since New, read with Ingress.Stats. Per-code maps are keyed by
 // the reply codes (wire.CodeInvalid, ...) and hold only non-zero counts.
 type Stats struct {
-	// Received counts the messages nats.go handed to the callbacks; Excluded those of them that
-	// were excluded (never stored, never answered).
+	// Received counts the messages nats.go handed to the callbacks and ingress took (not those
+	// it dropped: see Dropped); Excluded those of them that were excluded (never stored, never
+	// answered).
 	Received, Excluded int64
 	// Encoded counts the records sent to Out.
 	Encoded int64
@@ -26,6 +27,11 @@ type Stats struct {
 	// timeout). Pending is what nats.go buffers right now, in messages, summed over the
 	// subscriptions.
 	Dropped, Pending int64
+	// DroppedByTopic counts by topic the fire-and-forget messages ingress dropped itself, its
+	// inboxes holding the pending limits already (included in Dropped; nats.go's own drops,
+	// whose subjects nats.go does not tell, are the rest). The topics past the first 1024 are
+	// counted under OtherTopics.
+	DroppedByTopic map[string]int64
 	// SlowConsumerEvents counts the times a subscription became a slow consumer.
 	SlowConsumerEvents int64
 	// AcksSent and ErrorReplies count the replies published; ReplyFailures the publishes that
@@ -86,8 +92,11 @@ func (in *Ingress) Stats() Stats {
 		s.Batched = in.tracker.Stats()
 	}
 	s.Dropped, s.Pending = in.natsCounts()
+	var own int64
+	own, s.DroppedByTopic = in.ffDrops.snapshot()
+	s.Dropped += own
 	for _, w := range in.workers {
-		s.WorkerDepth = append(s.WorkerDepth, len(w.jobs))
+		s.WorkerDepth = append(s.WorkerDepth, w.box.depth())
 	}
 	return s
 }

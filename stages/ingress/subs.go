@@ -123,30 +123,31 @@ func (c *Config) excluded(subject string) bool {
 }
 
 // hand gives j to the worker that owns its (topic, queue), or answers it if ingress aborts
-// first.
+// first. A fire-and-forget message is never waited for: when the worker's inbox holds its share
+// of the pending limits already, the message is dropped and counted by topic (inbox.go).
 func (in *Ingress) hand(j job) {
-	if w := in.workers[j.route.Worker(j.queue, len(in.workers))]; !in.send(w, j) {
+	w := in.workers[j.route.Worker(j.queue, len(in.workers))]
+	if fireAndForget(j.msg) {
+		if !w.box.putFF(j, msgCost(j.msg)) {
+			in.counters.received.Add(-1) // dropped, as nats.go's drops are: never received
+			in.ffDrops.add(j.route.Topic)
+			select {
+			case in.slow <- struct{}{}: // Run reports the drops (dropReporter)
+			default:
+			}
+		}
+		return
+	}
+	if !in.send(w, j) {
 		held := j // only an abort pays for a job on the heap
 		in.abandon(&held)
 	}
 }
 
 // send hands j to w, waiting while w's inbox is full (the back-pressure on the NATS
-// callbacks); it returns false if the ingress aborts first. The inbox mostly has room: trying a
-// plain send before the two-way select saves the select's cost, which at one send per message
-// was a twentieth of the engine's CPU.
+// callbacks); it returns false if the ingress aborts first.
 func (in *Ingress) send(w *worker, j job) bool {
-	select {
-	case w.jobs <- j:
-		return true
-	default:
-	}
-	select {
-	case w.jobs <- j:
-		return true
-	case <-in.abort:
-		return false
-	}
+	return w.box.put(j, nil, in.abort)
 }
 
 // confirm waits until the server has every subscription made so far.
@@ -167,17 +168,14 @@ func (in *Ingress) subscribeOne(subject string) (*subscription, error) {
 		s.busy.Store(1)
 		in.onMsg(m)
 		s.busy.Store(0)
-		select {
-		case <-in.stop:
-			// Draining: nats.go may still drop messages that arrive before the server has
-			// the UNSUB, and a closed subscription no longer tells its drop count. A drop
-			// happens while messages are pending, whose callbacks run after it, so reading
-			// the count here catches it (all but a drop with nothing pending: a message
-			// over PendingBytes on its own, arriving after the last callback).
+		if in.ending.Load() {
+			// Draining or aborted: nats.go may still drop messages that arrive before the
+			// server has the UNSUB, and a closed subscription no longer tells its drop
+			// count. A drop happens while messages are pending, whose callbacks run after
+			// it, so reading the count here catches it (all but a drop with nothing
+			// pending: a message over PendingBytes on its own, arriving after the last
+			// callback).
 			s.readDropped()
-		case <-in.abort:
-			s.readDropped()
-		default:
 		}
 	}
 	var err error

@@ -31,6 +31,9 @@ type job struct {
 	// origin is what the source keeps of the message (the replicated source's place in its
 	// stream), nil for core NATS.
 	origin any
+	// ffCost, for a fire-and-forget message, is what it counts in its inbox (msgCost); 0 for
+	// every other job.
+	ffCost int64
 }
 
 // batchBuild is the batch a worker is building: its records (in a batchMem, with room for n
@@ -48,19 +51,16 @@ type batchBuild struct {
 }
 
 // worker validates and encodes the messages of the (topic, queue)s it owns, in arrival order,
-// and sends them to Out in batches. Only its own goroutine touches its fields (jobs excepted).
+// and sends them to Out in batches. Only its own goroutine touches its fields (box excepted).
 type worker struct {
 	in *Ingress
 	id int
-	// jobs is the worker's inbox: the callbacks send, the worker receives. Never closed: on a
-	// graceful stop, subsDone tells the worker that no more sends come.
-	jobs  chan job
+	// box is the worker's inbox (inbox.go): the callbacks put, the worker takes.
+	box *inbox
+	// taken are the jobs the worker took from box and has not processed yet, from next on.
+	taken []job
+	next  int
 	props propBuilder
-	batch []job
-	// carry is a job drain took from the inbox that did not fit in the batch it built: it
-	// starts the next one (carried says there is one).
-	carry   job
-	carried bool
 	// arena is the buffer records are encoded into (stages.Arena), and held the arenas the
 	// records of the batch being built were cut from, one reference each. A record that does
 	// not fit in an arena gets a buffer of its own.
@@ -75,21 +75,16 @@ type worker struct {
 // messages is how many messages j carries.
 func (j *job) messages() int { return max(int(j.count), 1) }
 
-// run is the worker loop: block for one message, take what else is queued (up to MaxBatch
-// messages), encode, send. It returns nil after a graceful stop, ctx's error on an abort.
+// run is the worker loop: wait for jobs, take all that are queued, encode and send them in
+// batches of at most MaxBatch messages. It returns nil after a graceful stop, ctx's error on an
+// abort (what it took and did not process is then in taken, from next on).
 func (w *worker) run(ctx context.Context) error {
 	for {
-		if w.carried {
-			if err := w.process(ctx, w.drain(w.batch[:0])); err != nil {
-				return err
-			}
-			continue
+		if err := w.processTaken(ctx); err != nil {
+			return err
 		}
 		select {
-		case j := <-w.jobs:
-			if err := w.process(ctx, w.drain(append(w.batch[:0], j))); err != nil {
-				return err
-			}
+		case <-w.box.wake:
 		case <-w.in.subsDone:
 			return w.finish(ctx)
 		case <-ctx.Done():
@@ -98,54 +93,42 @@ func (w *worker) run(ctx context.Context) error {
 	}
 }
 
-// finish sends what the channel still holds; no callback runs any more, so every pass either
-// empties the channel or takes at least one job from it.
+// finish processes what the inbox still holds; no callback runs any more, and nothing else puts
+// after them, so a second look finds it empty.
 func (w *worker) finish(ctx context.Context) error {
-	for range cap(w.jobs) + 2 {
-		batch := w.drain(w.batch[:0])
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := w.process(ctx, batch); err != nil {
+	for range 2 {
+		if err := w.processTaken(ctx); err != nil {
 			return err
 		}
 	}
-	return nil // unreachable: every pass takes at least one of the at most cap(jobs) jobs
+	return nil
 }
 
-// drain appends to batch the job carried over from the last drain, if any, then the jobs queued
-// in the inbox, without waiting, as long as the batch stays within MaxBatch messages. A job that
-// would take it past that is carried over to the next batch (a run holds at most MaxBatch, see
-// onPack, so it always fits in one).
-func (w *worker) drain(batch []job) []job {
-	if w.carried {
-		batch = append(batch, w.carry)
-		w.carry, w.carried = job{}, false
-	}
-	n := 0
-	for i := range batch {
-		n += batch[i].messages()
-	}
-	for n < w.in.cfg.MaxBatch {
-		select {
-		case j := <-w.jobs:
-			if n+j.messages() > w.in.cfg.MaxBatch {
-				w.carry, w.carried = j, true
-				return batch
-			}
-			batch = append(batch, j)
-			n += j.messages()
-		default:
-			return batch
+// processTaken takes what the inbox holds and processes it batch by batch: a batch takes jobs
+// while it stays within MaxBatch messages (a pack's run holds at most MaxBatch, see onPack, so
+// every job fits in one).
+func (w *worker) processTaken(ctx context.Context) error {
+	w.taken, w.next = w.box.take(w.taken), 0
+	for w.next < len(w.taken) {
+		start, n := w.next, 0
+		for w.next < len(w.taken) && (w.next == start || n+w.taken[w.next].messages() <= w.in.cfg.MaxBatch) {
+			n += w.taken[w.next].messages()
+			w.next++
+		}
+		if err := w.process(ctx, w.taken[start:w.next]); err != nil {
+			return err
 		}
 	}
-	return batch
+	w.taken, w.next = w.taken[:0], 0
+	return nil
 }
+
+// leftovers are the jobs the worker took and did not process (after an abort).
+func (w *worker) leftovers() []job { return w.taken[w.next:] }
 
 // process encodes jobs into one batch and sends it to Out. A message that fails validation is
 // answered at once and left out. jobs is cleared afterwards so that it holds no message.
 func (w *worker) process(ctx context.Context, jobs []job) error {
-	w.batch = jobs
 	// The batch takes over the arena references its records hold; whatever is still held on
 	// the way out (no batch was sent) is released here.
 	w.held = w.held[:0]
@@ -155,6 +138,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 				w.in.packDone(j.pack, int(j.count)) // its records are encoded, or refused
 			}
 		}
+		w.box.done(jobs)
 		clear(jobs)
 		for _, a := range w.held {
 			a.Release()

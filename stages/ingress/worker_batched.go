@@ -115,12 +115,7 @@ func (h trackerHost) Code(err error) int      { return ReplyCode(err) }
 
 // OfferMarker puts a marker job in worker i's inbox, behind what the callbacks handed it.
 func (h trackerHost) OfferMarker(i int, epoch uint64) bool {
-	select {
-	case h.in.workers[i].jobs <- job{marker: epoch}:
-		return true
-	default:
-		return false
-	}
+	return h.in.workers[i].box.tryPut(job{marker: epoch})
 }
 
 // ErrBatchedOff: a message carries the batched-ack header, but this engine does not track streams
