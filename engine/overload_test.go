@@ -261,8 +261,8 @@ func mib(n uint64) float64 { return float64(n) / (1 << 20) }
 // TestFireAndForgetOverloadCountsDrops: a fire-and-forget publisher sends far more than the
 // engine can take in while its sync is held; ingress and nats.go drop the rest. After the sync is released
 // and the engine has stopped (a graceful stop stores everything received), every message is
-// accounted for: received + dropped = sent, stored = received, and the ConsumeQueues hold
-// exactly what was stored. The barrier (see barrier) makes the end of the flood an event.
+// accounted for: received + dropped = sent, stored = received, what ingress dropped itself is
+// counted by topic, and the ConsumeQueues hold exactly what was stored. The barrier (see barrier) makes the end of the flood an event.
 func TestFireAndForgetOverloadCountsDrops(t *testing.T) {
 	const pendingMsgs = 100
 	total := 20_000
@@ -313,6 +313,17 @@ func TestFireAndForgetOverloadCountsDrops(t *testing.T) {
 	}
 	if in.Received+in.Dropped != int64(total) {
 		t.Fatalf("received %d + dropped %d != sent %d", in.Received, in.Dropped, total)
+	}
+	// What ingress dropped itself it counted by topic: the flood's three, and within the total.
+	var byTopic int64
+	for topic, n := range in.DroppedByTopic {
+		if topic != "ff_q0" && topic != "ff_q1" && topic != "ff_q2" || n <= 0 {
+			t.Fatalf("dropped by topic: %v", in.DroppedByTopic)
+		}
+		byTopic += n
+	}
+	if byTopic == 0 || byTopic > in.Dropped {
+		t.Fatalf("%d dropped by topic (%v), %d dropped in all", byTopic, in.DroppedByTopic, in.Dropped)
 	}
 	if st.Records != in.Received || in.Encoded != in.Received {
 		t.Fatalf("received %d, encoded %d, stored %d", in.Received, in.Encoded, st.Records)

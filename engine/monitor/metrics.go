@@ -114,7 +114,8 @@ var (
 	descEncoded       = newDesc("ingress_encoded_records_total", "Records ingress encoded and handed to the appender.")
 	descRefused       = newDesc("ingress_refused_messages_total", "Messages not stored, by the code of their error reply and the stage that refused them: ingress (invalid, too large) or store (disk full, closed, failed).", "code", "stage")
 	descAborted       = newDesc("ingress_aborted_messages_total", "Messages ingress held when it was aborted (answered 503).")
-	descDropped       = newDesc("ingress_dropped_messages_total", "Messages the NATS client dropped: slow consumer (pending limits reached), or still buffered when a subscription closed without a drain.")
+	descDropped       = newDesc("ingress_dropped_messages_total", "Fire-and-forget messages dropped: by ingress (its pending limits reached; by topic in ingress_dropped_by_topic_total), or by the NATS client (slow consumer), or still buffered when a subscription closed without a drain.")
+	descDroppedTopic  = newDesc("ingress_dropped_by_topic_total", "Fire-and-forget messages ingress dropped, its pending limits reached, by topic (past 1024 topics, the rest under _other).", "topic")
 	descSlowConsumer  = newDesc("ingress_slow_consumer_events_total", "Times a subscription became a slow consumer.")
 	descAcks          = newDesc("ingress_acks_total", "Acks published.")
 	descErrorReplies  = newDesc("ingress_error_replies_total", "Error replies published.")
@@ -141,7 +142,7 @@ var allDescs = []*prometheus.Desc{
 	descDiskUsed, descDiskFree, descDiskSize, descDiskThreshold, descRefusing, descDeletedFiles, descDeletedBytes,
 	descSegments, descSegmentSize, descQueues, descQueuesMapped, descIndexFiles,
 	descRecDuration, descRecRecords, descRecBytes, descRecCut, descRecClean,
-	descReceived, descExcluded, descEncoded, descRefused, descAborted, descDropped, descSlowConsumer,
+	descReceived, descExcluded, descEncoded, descRefused, descAborted, descDropped, descDroppedTopic, descSlowConsumer,
 	descAcks, descErrorReplies, descReplyFailures, descPending, descWorkerQueue, descSubjectCache, descCacheEvict,
 	descNATSConnected, descNATSReconnect, descPartsOwned, descReplFloor,
 	prometheus.NewHistogram(syncDurationOpts).Desc(), prometheus.NewHistogram(syncSizeOpts).Desc(),
@@ -256,6 +257,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(descAborted, in.Aborted)
 		counter(descDropped, in.Dropped)
+		for topic, n := range in.DroppedByTopic {
+			counter(descDroppedTopic, n, topic)
+		}
 		counter(descSlowConsumer, in.SlowConsumerEvents)
 		counter(descAcks, in.AcksSent)
 		counter(descErrorReplies, in.ErrorReplies)

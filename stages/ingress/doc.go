@@ -7,9 +7,10 @@
 //
 //	nats.go callback (one goroutine per subscription, in arrival order)
 //	  | cheap work only: exclude check, subject -> topic (cached), queue id
-//	  v  bounded channel per worker (Config.WorkerQueue), chosen by (topic, queue id)
-//	worker (Config.Workers of them, in parallel)
-//	  | validate headers, build properties, commitlog.AppendRecord; reject -> error reply now
+//	  v  bounded inbox per worker (inbox.go), chosen by (topic, queue id)
+//	worker (Config.Workers of them, in parallel), takes all its inbox holds at once
+//	  | validate headers, build properties, commitlog.AppendRecord (or a template: a pack's
+//	  | entries, a subject's plain messages); reject -> error reply now
 //	  v  *stages.Batch on Config.Out (bounded, made by the engine)
 //	appender -> ... -> ack stage calls Batch.Done -> we publish the replies
 //
@@ -24,7 +25,7 @@
 // arrive through one subscription (nats.go delivers a subscription's messages in order on one
 // goroutine). The callback hands each message to the worker that owns its (topic, queue id) (a
 // hash of the topic plus the queue id, modulo Workers), never round-robin across workers, so one
-// queue's messages always pass through the same FIFO channel and the same worker, which sends its
+// queue's messages always pass through the same FIFO inbox and the same worker, which sends its
 // batches to Out in order. Two subscriptions are two goroutines: subjects that map to one topic
 // keep their relative order only if one subscription covers them. Subjects must not overlap (for
 // example ">" and "a.>"): NATS delivers a message once per matching subscription, so it would be
@@ -35,8 +36,11 @@
 //
 //   - NATS_SUBJECT holds the message's subject (under both rules, so nothing is lost).
 //   - Nats-Msg-Id becomes UNIQ_KEY and is the dedupe key (stages.Record.MsgID); without it a
-//     UNIQ_KEY is generated with commitlog.UniqKeyGen, as RocketMQ's broker does, and the record
-//     has no dedupe key. Several values are rejected (which one would be the id?).
+//     UNIQ_KEY is generated with commitlog.UniqKeyGen, as a RocketMQ producer does, and the
+//     record has no dedupe key. A generated key carries the store host's address and
+//     commitlog.GeneratedSalt, so that it is known as generated from the record alone: the
+//     IndexFile does not hold it (no publisher knows it; look such a message up by its offset
+//     message id). Several values are rejected (which one would be the id?).
 //   - The keys header (Config.KeysHeader, "Rmq-Keys") becomes KEYS: space-separated keys that the
 //     IndexFile indexes. Several values are joined with a space.
 //   - The tags header (Config.TagsHeader, "Rmq-Tags") becomes TAGS. Several values are rejected.
@@ -77,14 +81,19 @@
 //
 // # Back-pressure and drops
 //
-// Out is bounded. When it is full the workers block, their channels fill, the subscription
-// callback blocks on the send, nats.go's pending buffer for the subscription fills (bounded by
-// Config.PendingMsgs and PendingBytes), and then nats.go drops messages and flags the subscription
-// as a slow consumer. Request/reply publishers are paced by their acks long before that.
-// Drops are counted (Stats.Dropped, from Subscription.Dropped) and logged at most once per
-// Config.LogInterval with the count since the last line, never once per message and never
-// silently. The memory ingress holds is bounded by, per subscription, the pending limits; per
-// worker, WorkerQueue jobs (a message, or a run of at most MaxBatch entries of one pack); and
+// Out is bounded. When it is full the workers block and their inboxes fill. A fire-and-forget
+// message (no reply subject, no batched-ack header) is never waited for: once the inboxes hold
+// Config.PendingMsgs such messages or PendingBytes of them (subject and body plus 256 bytes
+// each), ingress drops it and counts it by topic (Stats.DroppedByTopic), since core NATS has no
+// way to slow a publisher that asked for nothing. Any other message waits while its worker's
+// inbox holds WorkerQueue of them: the callback blocks, nats.go's pending buffer for the
+// subscription fills (bounded by the same pending limits), and then nats.go drops messages and
+// flags the subscription as a slow consumer. Request/reply publishers are paced by their acks
+// long before that. Drops are counted (Stats.Dropped: ingress's and nats.go's) and logged at most
+// once per Config.LogInterval with the count since the last line, the rate and the topics that
+// lost most, never once per message and never silently. The memory ingress holds is bounded by
+// the pending limits in its inboxes and again per subscription in nats.go; per worker,
+// WorkerQueue jobs that wait (a message, or a run of at most MaxBatch entries of one pack); and
 // MaxBatch records per batch on Out.
 //
 // # Stopping
