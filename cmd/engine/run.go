@@ -80,8 +80,8 @@ type runCmd struct {
 	MaxStreams     int           `name:"max-streams" help:"Batched acks: streams tracked at once (the least recently active is evicted)." default:"10000" env:"ENGINE_MAX_STREAMS" group:"Ingress"`
 	StreamIdle     time.Duration `name:"stream-idle" help:"Batched acks: a stream idle this long is forgotten." default:"2m" env:"ENGINE_STREAM_IDLE" group:"Ingress"`
 	Workers        int           `help:"Encoding workers (0: one per CPU)." default:"0" env:"ENGINE_WORKERS" group:"Ingress"`
-	PendingMsgs    int           `name:"pending-msgs" help:"Fire-and-forget messages ingress holds before it drops (counted by topic), and the NATS client's pending limit per subscription; -1: no limit." default:"131072" env:"ENGINE_PENDING_MSGS" group:"Ingress"`
-	PendingBytes   limitSize     `name:"pending-bytes" help:"Bytes of those messages (with 256 bytes each for the message itself) ingress holds before it drops, and the NATS client's pending limit per subscription; -1: no limit." default:"32MiB" env:"ENGINE_PENDING_BYTES" group:"Ingress"`
+	PendingMsgs    int           `name:"pending-msgs" help:"Fire-and-forget messages ingress holds before it drops (counted by topic), and the NATS client's pending limit per subscription; -1: no limit." default:"65536" env:"ENGINE_PENDING_MSGS" group:"Ingress"`
+	PendingBytes   limitSize     `name:"pending-bytes" help:"Bytes of those messages (with 256 bytes each for the message itself) ingress holds before it drops, and the NATS client's pending limit per subscription; -1: no limit." default:"16MiB" env:"ENGINE_PENDING_BYTES" group:"Ingress"`
 	MemoryLimit    byteSize      `name:"memory-limit" help:"The whole process's memory budget: the Go runtime's soft limit (GOMEMLIMIT, when set, wins); 0: none. The default pending limits fit in the default (docs/CONFIG.md, Memory). Read at start." default:"256MiB" env:"ENGINE_MEMORY_LIMIT" group:"Ingress"`
 	DrainTimeout   time.Duration `name:"drain-timeout" help:"At shutdown, how long the subscriptions, then the connection, may take to drain." default:"30s" env:"ENGINE_DRAIN_TIMEOUT" group:"Ingress"`
 
@@ -146,9 +146,14 @@ func (r *runCmd) Run(log zerolog.Logger, levels *natsserver.LevelWriter) error {
 		return nil
 	}
 	log = dynamicLogger(log)
-	if limit := engine.ApplyMemoryLimit(int64(r.MemoryLimit)); limit != math.MaxInt64 {
-		log.Debug().Int64("memory_limit", limit).Msg("memory limit")
+	ev := log.Info()
+	if limit := engine.ApplyMemoryLimit(int64(r.MemoryLimit)); limit == math.MaxInt64 {
+		ev = ev.Str("memory_limit", "none")
+	} else {
+		ev = ev.Int64("memory_limit", limit)
 	}
+	_, fromEnv := os.LookupEnv("GOMEMLIMIT")
+	ev.Bool("from_gomemlimit", fromEnv).Msg("memory budget")
 	opts, nopts := r.options(log)
 	nopts.LogLevels = levels
 	if r.file != nil {

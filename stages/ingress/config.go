@@ -28,10 +28,10 @@ const (
 	DefaultTagsHeader     = "Rmq-Tags"
 	DefaultWorkerQueue    = 1024
 	// DefaultPendingMsgs and DefaultPendingBytes are the pending limits (Config.PendingMsgs,
-	// PendingBytes): a quarter of engine.DefaultMemoryLimit's budget at most, with room left for
+	// PendingBytes): a sixteenth of engine.DefaultMemoryLimit's budget, with room left for
 	// nats.go's own buffer, the embedded server's and the pipeline's (docs/CONFIG.md, "Memory").
-	DefaultPendingMsgs  = 128 << 10
-	DefaultPendingBytes = 32 << 20
+	DefaultPendingMsgs  = 64 << 10
+	DefaultPendingBytes = 16 << 20
 	DefaultMaxBatch     = 256
 	DefaultSubjectCache = 1 << 16
 	DefaultDrainTimeout = 30 * time.Second
