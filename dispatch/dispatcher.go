@@ -35,8 +35,11 @@ type Dispatcher struct {
 	Limit      *stages.Watermark
 	Dispatched *stages.Watermark
 	// MaxStep bounds the bytes dispatched before Dispatched advances, so that waiters (the
-	// appender's back-pressure, long polls) are released steadily under a large backlog.
-	MaxStep int64
+	// appender's back-pressure, long polls) are released steadily under a large backlog;
+	// MaxStepTime (DefaultMaxStepTime when 0) bounds the time, for records that are slow to
+	// build (each of a new topic, whose files are made on the way).
+	MaxStep     int64
+	MaxStepTime time.Duration
 	// NoSpace, when set, makes a full disk a pause rather than the end: when building fails with
 	// ENOSPC (a ConsumeQueue or IndexFile cannot grow), NoSpace is told the error, the record is
 	// tried again every RetryNoSpace (DefaultRetryNoSpace when 0) until it goes in or ctx ends,
@@ -52,9 +55,22 @@ type Dispatcher struct {
 	round []stages.Dispatched // the feed's round being used, from next on
 	next  int
 
+	// early is set by StopEarly: once Limit is closed, Run returns at the next record.
+	early atomic.Bool
+
 	lastStoreTS atomic.Int64
 	indexFilled atomic.Int64
 }
+
+// StopEarly makes a shutdown bounded: once Limit is closed, Run returns at the next record
+// instead of dispatching everything below Limit, and Dispatched stays where it got to. The
+// checkpoint then says so, and the next start dispatches the rest from there (recovery redoes
+// [dispatched, end) through the same Builder). Before Limit is closed it changes nothing. Safe
+// to call from any goroutine.
+func (d *Dispatcher) StopEarly() { d.early.Store(true) }
+
+// cutShort says whether Run is to stop before Limit (StopEarly during a shutdown).
+func (d *Dispatcher) cutShort() bool { return d.early.Load() && d.Limit.Err() != nil }
 
 // LastStoreTimestamp is the store timestamp of the last record dispatched (for the checkpoint).
 func (d *Dispatcher) LastStoreTimestamp() int64 { return d.lastStoreTS.Load() }
@@ -62,8 +78,8 @@ func (d *Dispatcher) LastStoreTimestamp() int64 { return d.lastStoreTS.Load() }
 // IndexFilled is the end timestamp of the last IndexFile that filled up.
 func (d *Dispatcher) IndexFilled() int64 { return d.indexFilled.Load() }
 
-// Run dispatches until Limit is closed and caught up with (a clean stop: it returns nil) or an
-// error. Records are read without CRC checks, as RocketMQ's reput does: they were written by
+// Run dispatches until Limit is closed and caught up with (a clean stop: it returns nil), or
+// closed with StopEarly called (a bounded stop: it returns nil short of Limit), or an error. Records are read without CRC checks, as RocketMQ's reput does: they were written by
 // this process, and recovery checked what was there before.
 func (d *Dispatcher) Run(ctx context.Context) (err error) {
 	defer func() { d.Dispatched.Fail(cmp.Or(err, stages.ErrClosed)) }()
@@ -71,6 +87,9 @@ func (d *Dispatcher) Run(ctx context.Context) (err error) {
 	chk := commitlog.Check{NoBodyCRC: true, NoPropCRC: true}
 	stalled := false
 	for {
+		if d.cutShort() {
+			return nil // stopped short of Limit: the next start dispatches the rest
+		}
 		from := d.Dispatched.Load()
 		werr := d.Limit.Wait(ctx, from+1)
 		if werr != nil && !errors.Is(werr, stages.ErrClosed) {
@@ -111,14 +130,24 @@ func (d *Dispatcher) Run(ctx context.Context) (err error) {
 // where it got to. A record the feed holds at the position reached is built from the feed;
 // otherwise the log is read from there up to the next record the feed holds.
 func (d *Dispatcher) dispatch(from, limit, stop int64, chk commitlog.Check) (int64, error) {
+	started, n := time.Now(), 0
+	maxTime := cmp.Or(d.MaxStepTime, DefaultMaxStepTime)
+	// over says the step is done: its bytes, its time (read every 64 records), or a stop.
+	over := func(phys int64) bool {
+		n++
+		return phys >= stop || (n%64 == 0 && time.Since(started) >= maxTime) || d.cutShort()
+	}
 	fromLog := func(phys int64, v commitlog.View) error {
-		if phys >= stop {
+		if over(phys) {
 			return errStep // Each returns phys: the record is left for the next round
 		}
 		return d.Builder.Apply(phys, v)
 	}
 	pos := from
-	for pos < limit && pos < stop {
+	for pos < limit {
+		if over(pos) {
+			return pos, errStep
+		}
 		e := d.feedAt(pos)
 		if e != nil && e.Phys == pos {
 			if e.End() > limit {
@@ -170,6 +199,9 @@ func (d *Dispatcher) feedAt(pos int64) *stages.Dispatched {
 		d.round, d.next = r, 0
 	}
 }
+
+// DefaultMaxStepTime is Dispatcher.MaxStepTime's default.
+const DefaultMaxStepTime = 50 * time.Millisecond
 
 // DefaultRetryNoSpace is how often dispatch tries again a record it could not build for want
 // of disk space.

@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	appender "github.com/rocketstore/engine/append"
 	"github.com/rocketstore/engine/dispatch"
@@ -432,7 +433,15 @@ func (e *Engine) Close() error {
 		e.closed = true
 		close(e.in) // only Close closes it (the reaper only drains it)
 		e.producers.Unlock()
+		if t := e.opts.DispatchStopTimeout; t > 0 && e.dispatcher != nil {
+			cut := time.AfterFunc(t, e.dispatcher.StopEarly)
+			defer cut.Stop()
+		}
 		err := e.group.Wait()
+		if left := e.written.Load() - e.dispatched.Load(); err == nil && left > 0 {
+			e.opts.Logger.Warn().Int64("not_dispatched_bytes", left).Dur("dispatch_stop_timeout", e.opts.DispatchStopTimeout).
+				Msg("stopped before dispatch caught up: the next start dispatches the rest from the checkpoint")
+		}
 		switch {
 		case err == nil:
 			err = meta.RemoveAbort(e.opts.FS, e.opts.Dir)

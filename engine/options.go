@@ -76,6 +76,12 @@ type Options struct {
 	AckQueue       int
 	MaxAppendBatch int
 	MaxDispatchLag int64
+	// DispatchStopTimeout bounds how long Close lets dispatch go on with what it has not
+	// dispatched yet (5 s; negative: until it is all dispatched). Past it dispatch stops at the
+	// next record and the next start dispatches the rest from the checkpoint, so that a stop
+	// with a large backlog (many new topics, each its files to create) ends within a service
+	// manager's stop timeout.
+	DispatchStopTimeout time.Duration
 
 	// Dedupe window for publisher message ids (2 minutes, at most 500,000 ids); a negative
 	// DedupeMax turns dedupe off.
@@ -148,6 +154,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxDispatchLag == 0 {
 		o.MaxDispatchLag = 256 << 20
 	}
+	if o.DispatchStopTimeout == 0 {
+		o.DispatchStopTimeout = DefaultDispatchStopTimeout
+	}
 	if o.DedupeWindow == 0 {
 		o.DedupeWindow = 2 * time.Minute
 	}
@@ -191,3 +200,7 @@ func (o Options) check() error {
 
 // defaultStoreHost is Options.StoreHost's default.
 var defaultStoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
+
+// DefaultDispatchStopTimeout is Options.DispatchStopTimeout's default: with the drains before it
+// and the last checkpoint after it, a stop stays well under 10 s.
+const DefaultDispatchStopTimeout = 5 * time.Second

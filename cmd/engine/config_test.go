@@ -171,6 +171,7 @@ cq_flush_least_pages: 3
 cq_flush_thorough_interval: "30s"
 slow_sync: "2s"
 offset_persist_interval: "7s"
+dispatch_stop_timeout: "3s"
 file_reserved_time: "24h"
 delete_when: "03;15"
 clean_interval: "20s"
@@ -266,7 +267,7 @@ func TestConfigEveryKey(t *testing.T) {
 		DedupeWindow: 90 * time.Second, DedupeMax: 1000,
 		FlushInterval: 250 * time.Millisecond, FlushLeastPages: -1, FlushThoroughInterval: 5 * time.Second,
 		CQFlushInterval: 2 * time.Second, CQFlushLeastPages: 3, CQFlushThoroughInterval: 30 * time.Second,
-		SlowSync: 2 * time.Second, OffsetPersistInterval: 7 * time.Second,
+		SlowSync: 2 * time.Second, OffsetPersistInterval: 7 * time.Second, DispatchStopTimeout: 3 * time.Second,
 		FileReservedTime: 24 * time.Hour, DeleteWhen: "03;15", CleanInterval: 20 * time.Second, CleanFirstDelay: 30 * time.Second,
 		DiskMaxUsedRatio: 0.7, DiskCleanForciblyRatio: 0.8, DiskWarningRatio: 0.88, DeleteFilesPerPass: 4, NoRetention: true,
 	}

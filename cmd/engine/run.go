@@ -54,6 +54,7 @@ type runCmd struct {
 	CQFlushLeastPages       int           `name:"cq-flush-least-pages" help:"ConsumeQueue: flush when at least this many pages are dirty; 0 flushes whatever is dirty (flushConsumeQueueLeastPages)." default:"2" env:"ENGINE_CQ_FLUSH_LEAST_PAGES" group:"Flush"`
 	CQFlushThoroughInterval time.Duration `name:"cq-flush-thorough-interval" help:"ConsumeQueue: flush everything and write the checkpoint at least this often (flushConsumeQueueThoroughInterval)." default:"60s" env:"ENGINE_CQ_FLUSH_THOROUGH_INTERVAL" group:"Flush"`
 	SlowSync                time.Duration `name:"slow-sync" help:"Log a warning for a sync slower than this." default:"1s" env:"ENGINE_SLOW_SYNC" group:"Flush"`
+	DispatchStopTimeout     time.Duration `name:"dispatch-stop-timeout" help:"At shutdown, how long dispatch may go on building the ConsumeQueues and IndexFiles of what is stored; the rest is dispatched at the next start, from the checkpoint. Negative: until it is all done." default:"5s" env:"ENGINE_DISPATCH_STOP_TIMEOUT" group:"Flush"`
 	OffsetPersistInterval   time.Duration `name:"offset-persist-interval" help:"How often consumer offsets (the commit API) are written (flushConsumerOffsetInterval)." default:"5s" env:"ENGINE_OFFSET_PERSIST_INTERVAL" group:"Flush"`
 
 	// Retention (CleanCommitLogService). Reloaded on SIGHUP.
@@ -280,6 +281,7 @@ func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions
 		SlowSync:                r.SlowSync,
 		OffsetPersistInterval:   r.OffsetPersistInterval,
 		CleanFirstDelay:         r.CleanFirstDelay,
+		DispatchStopTimeout:     r.DispatchStopTimeout,
 	}
 	opts.FileReservedTime, opts.DeleteWhen, opts.CleanInterval = r.FileReservedTime, r.DeleteWhen, r.CleanInterval
 	opts.DiskMaxUsedRatio, opts.DiskCleanForciblyRatio, opts.DiskWarningRatio = r.DiskMaxUsedRatio, r.DiskCleanForciblyRatio, r.DiskWarningRatio

@@ -315,6 +315,13 @@ func (m *Monitor) readyz(w http.ResponseWriter, _ *http.Request) {
 	if st.reason != "" {
 		msg += ": " + st.reason
 	}
+	if st.phase == PhaseStopping && st.engine != nil {
+		// What a stop still does (bounded by --dispatch-stop-timeout): the ConsumeQueues and
+		// IndexFiles of what is stored, the rest left to the next start.
+		if lag := st.stats().DispatchLag; lag > 0 {
+			msg += fmt.Sprintf("; dispatch backlog %d bytes", lag)
+		}
+	}
 	plain(w, http.StatusServiceUnavailable, msg)
 }
 

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSIGTERMBoundedWithDispatchBacklog: issue 19, "Stop is bounded". Plain publishes on 4,000
+// subjects never seen before leave dispatch far behind (each new topic's ConsumeQueue files are
+// made on the dispatch path); SIGTERM then ends the process within 10 s whatever dispatch still
+// has to do, /readyz says what is left while it stops, and the next start dispatches the rest:
+// every subject's message is then in its queue. docs/CONFIG.md, dispatch_stop_timeout.
+func TestSIGTERMBoundedWithDispatchBacklog(t *testing.T) {
+	t.Parallel()
+	const subjects = 4000
+	dir := t.TempDir()
+	e := startEngine(t, dir, "--http", "127.0.0.1:0", "--dispatch-stop-timeout", "2s")
+	nc := connect(t, e.url)
+	for i := range subjects {
+		if err := nc.Publish(fmt.Sprintf("dev.%d.temp", i), []byte("21.5")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(waitTimeout); ; { // counters are all there is to wait on from outside
+		m := scrapeMetrics(t, e.http)
+		if got := m["rocketstore_append_records_total"]; got == subjects {
+			t.Logf("all %d stored, %v bytes not dispatched yet", subjects, m["rocketstore_dispatch_lag_bytes"])
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%v of %d stored within %v", got, subjects, waitTimeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	e.send(syscall.SIGTERM)
+	var readyz string
+	for time.Since(start) < 10*time.Second {
+		code, body := tryGet(e.http + "/readyz")
+		if code == 0 {
+			break // the monitor has closed: the process is exiting
+		}
+		if strings.Contains(body, "dispatch backlog") {
+			readyz = strings.TrimSpace(body)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code := e.wait(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+	took := time.Since(start)
+	t.Logf("stopped in %v; /readyz while stopping: %q", took, readyz)
+	if took >= 10*time.Second {
+		t.Fatalf("SIGTERM took %v, want under 10 s", took)
+	}
+	if _, _, ok := e.findLog(0, "stopped before dispatch caught up"); ok && readyz == "" {
+		t.Error("dispatch was cut short, but /readyz never said what was left")
+	}
+
+	e = e.restart(t)
+	e.stop()
+	if got := len(ndjson(t, mustCLI(t, append([]string{"topics", "--json"}, offline(dir)...)...))); got != subjects {
+		t.Fatalf("%d topics after the restart, want %d", got, subjects)
+	}
+	for _, i := range []int{0, subjects / 2, subjects - 1} {
+		if n := storedCount(t, dir, fmt.Sprintf("dev_%d_temp", i)); n != 1 {
+			t.Fatalf("dev.%d.temp: %d messages after the restart, want 1", i, n)
+		}
+	}
+}
+
+// tryGet is httpGet for a server that may be gone: 0 when nothing answers.
+func tryGet(url string) (int, string) {
+	client := &http.Client{Timeout: time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
