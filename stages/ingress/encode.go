@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,41 +23,11 @@ const recordSlack = 91 + 24 + 1 + 21
 // PropNatsSubject is the property that keeps a record's NATS subject.
 const PropNatsSubject = route.PropNatsSubject
 
-// reservedProps are property names a header may not take: the ones this package sets
-// (NATS_SUBJECT, UNIQ_KEY, KEYS, TAGS), the ones the store writes or reads (__CRC32#, CLUSTER,
-// INNER_*, DUP_INFO, DELAY, WAIT, TRAN_MSG, REAL_*), and the rest of RocketMQ's system names
-// (MessageConst.STRING_HASH_SET and its neighbours), which RocketMQ clients and brokers
-// interpret: a header called DELAY or TTL would silently change what a RocketMQ consumer does.
-var reservedProps = func() map[string]struct{} {
-	names := []string{
-		PropNatsSubject, commitlog.PropUniqKey, commitlog.PropKeys, commitlog.PropTags,
-		commitlog.PropCRC32, commitlog.PropCluster, commitlog.PropWait, commitlog.PropDelay,
-		commitlog.PropTranMsg, commitlog.PropRealTopic, commitlog.PropRealQueueID,
-		commitlog.PropRetryTopic, commitlog.PropInnerNum, commitlog.PropInnerBase,
-		commitlog.PropInnerMultiDispatch, commitlog.PropInnerMultiQueueOffset, commitlog.PropDupInfo,
-		"PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG",
-		"CORRECTION_FLAG", "MQ2_FLAG", "RECONSUME_TIME", "MSG_REGION", "TRACE_ON", "EXTEND_UNIQ_INFO",
-		"MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "CHECK_IMMUNITY_TIME_IN_SECONDS",
-		"TRAN_PREPARED_QUEUE_OFFSET", "__transactionId__", "TRANSACTION_CHECK_TIMES", "INSTANCE_ID",
-		"CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "MSG_TYPE",
-		"POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "__SHARDINGKEY", "PROPERTY_FORWARD_QUEUE_ID",
-		"REDIRECT", "TRACE_CONTEXT", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS", "__BORNHOST",
-		"BORN_TIMESTAMP", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_OUT_MS",
-		"TIMER_DEL_UNIQKEY", "TIMER_DELAY_LEVEL",
-	}
-	m := make(map[string]struct{}, len(names))
-	for _, n := range names {
-		m[n] = struct{}{}
-	}
-	return m
-}()
-
 // ReservedProperty reports whether a header called name is refused because the property of that
-// name is set by the store or reserved by RocketMQ (see the package doc). Names starting with
-// RocketMQ's transient prefix "__RMQ.TRANSIENT." are reserved too: RocketMQ never stores them.
+// name is set by the store (NATS_SUBJECT, and commitlog.ReservedProperty's) or reserved by
+// RocketMQ (see the package doc).
 func ReservedProperty(name string) bool {
-	_, ok := reservedProps[name]
-	return ok || strings.HasPrefix(name, commitlog.PropTransientPrefix)
+	return name == PropNatsSubject || commitlog.ReservedProperty(name)
 }
 
 // hasValueSuffix reports whether name ends in '#' and at least one digit, the form this package

@@ -127,7 +127,7 @@ func (in *Ingress) fenceWorkers(ctx context.Context) error {
 	fences := make([]fence, len(in.workers))
 	for i, w := range in.workers {
 		fences[i] = make(fence)
-		if !w.box.put(job{fence: fences[i]}, ctx.Done(), in.abort) {
+		if !w.box.Put(job{fence: fences[i]}, ctx.Done(), in.abort) {
 			if ctx.Err() != nil {
 				return fmt.Errorf("ingress: fence: %w", ctx.Err())
 			}

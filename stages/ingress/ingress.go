@@ -17,6 +17,8 @@ import (
 	"github.com/rocketstore/engine/stages"
 	"github.com/rocketstore/engine/stages/ingress/batched"
 	"github.com/rocketstore/engine/stages/ingress/internal/bounded"
+	"github.com/rocketstore/engine/stages/ingress/internal/drops"
+	"github.com/rocketstore/engine/stages/ingress/internal/inbox"
 	"github.com/rocketstore/engine/stages/ingress/replicated"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
@@ -69,8 +71,8 @@ type Ingress struct {
 	subsMu   sync.Mutex
 	subs     []*subscription // guarded by subsMu; partitions add and remove theirs (handoff.go)
 	partMu   sync.Mutex      // serializes AddPartition and RemovePartition
-	drops    dropReporter    // owned by Run's goroutine
-	ffDrops  topicDrops      // the fire-and-forget messages the inboxes had no room for
+	drops    drops.Reporter  // owned by Run's goroutine
+	ffDrops  drops.Topics    // the fire-and-forget messages the inboxes had no room for
 	// repl is the replicated source once it started (replsource.go), for its status; nil
 	// otherwise.
 	repl atomic.Pointer[replicated.Source]
@@ -109,7 +111,10 @@ func New(cfg Config) (*Ingress, error) {
 		freeBatches: make(chan *batchMem, maxFreeBatches),
 		freeEntries: make(chan []nats.Msg, maxFreeEntries),
 	}
-	in.drops.in = in
+	in.drops = drops.Reporter{Interval: cfg.LogInterval, Log: in.log, Topics: &in.ffDrops, Counts: func() (int64, int64, int64) {
+		dropped, pending := in.natsCounts()
+		return dropped, pending, in.counters.slowEvents.Load()
+	}}
 	in.src = newSource(in)
 	in.done, in.durable = in.src.done, in.src.durable()
 	// The store's own address, pid and the salt that marks a key as generated (the IndexFile
@@ -119,7 +124,7 @@ func New(cfg Config) (*Ingress, error) {
 		in.workers = append(in.workers, &worker{
 			in:    in,
 			id:    i,
-			box:   newInbox(cfg.WorkerQueue, share(cfg.PendingMsgs, cfg.Workers), share(cfg.PendingBytes, cfg.Workers)),
+			box:   inbox.New[job](cfg.WorkerQueue, share(cfg.PendingMsgs, cfg.Workers), share(cfg.PendingBytes, cfg.Workers)),
 			props: propBuilder{keysHdr: cfg.KeysHeader, tagsHdr: cfg.TagsHeader, gen: gen, host: cfg.StoreHost.Addr()},
 		})
 	}
@@ -167,7 +172,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 	if !in.started.CompareAndSwap(false, true) {
 		return errors.New("ingress: Run called twice")
 	}
-	defer in.drops.stopTimer()
+	defer in.drops.Stop()
 	defer func() {
 		close(in.quit)
 		in.watchers.Wait()
@@ -196,7 +201,7 @@ func (in *Ingress) Run(ctx context.Context) error {
 	close(in.subsDone) // no callback runs any more: the workers finish what they hold
 	_ = group.Wait()   // workers return nil or a cancellation, which the group swallows
 	in.failLeftovers()
-	in.drops.report()
+	in.drops.Report()
 	switch {
 	case err != nil:
 		return err
@@ -242,9 +247,9 @@ func (in *Ingress) serve(ctx context.Context) bool {
 		case <-ctx.Done():
 			return false
 		case <-in.slow:
-			in.drops.event()
-		case <-in.drops.c:
-			in.drops.fire()
+			in.drops.Event()
+		case <-in.drops.C:
+			in.drops.Fire()
 		}
 	}
 }
@@ -255,7 +260,7 @@ func (in *Ingress) serve(ctx context.Context) bool {
 // abort.
 func (in *Ingress) failLeftovers() {
 	for _, w := range in.workers {
-		for _, jobs := range [][]job{w.leftovers(), w.box.take(nil)} {
+		for _, jobs := range [][]job{w.leftovers(), w.box.Take(nil)} {
 			for i := range jobs {
 				if j := &jobs[i]; j.msg != nil { // not a tracker marker, nor a fence (its waiter gives up with the abort)
 					in.abandon(j)

@@ -71,7 +71,7 @@ func (s *replSource) Take(ctx context.Context, m *nats.Msg, meta *replicated.Met
 		return nil
 	}
 	w := in.workers[rt.Worker(rt.Partition, len(in.workers))]
-	if w.box.put(job{msg: m, route: rt, queue: rt.Partition, origin: meta}, ctx.Done(), in.abort) {
+	if w.box.Put(job{msg: m, route: rt, queue: rt.Partition, origin: meta}, ctx.Done(), in.abort) {
 		return nil
 	}
 	if ctx.Err() != nil {

@@ -93,10 +93,10 @@ func (in *Ingress) Stats() Stats {
 	}
 	s.Dropped, s.Pending = in.natsCounts()
 	var own int64
-	own, s.DroppedByTopic = in.ffDrops.snapshot()
+	own, s.DroppedByTopic = in.ffDrops.Snapshot()
 	s.Dropped += own
 	for _, w := range in.workers {
-		s.WorkerDepth = append(s.WorkerDepth, w.box.depth())
+		s.WorkerDepth = append(s.WorkerDepth, w.box.Depth())
 	}
 	return s
 }

@@ -128,9 +128,9 @@ func (c *Config) excluded(subject string) bool {
 func (in *Ingress) hand(j job) {
 	w := in.workers[j.route.Worker(j.queue, len(in.workers))]
 	if fireAndForget(j.msg) {
-		if !w.box.putFF(j, msgCost(j.msg)) {
+		if j.ffCost = msgCost(j.msg); !w.box.PutFF(j) {
 			in.counters.received.Add(-1) // dropped, as nats.go's drops are: never received
-			in.ffDrops.add(j.route.Topic)
+			in.ffDrops.Add(j.route.Topic)
 			select {
 			case in.slow <- struct{}{}: // Run reports the drops (dropReporter)
 			default:
@@ -147,7 +147,7 @@ func (in *Ingress) hand(j job) {
 // send hands j to w, waiting while w's inbox is full (the back-pressure on the NATS
 // callbacks); it returns false if the ingress aborts first.
 func (in *Ingress) send(w *worker, j job) bool {
-	return w.box.put(j, nil, in.abort)
+	return w.box.Put(j, nil, in.abort)
 }
 
 // confirm waits until the server has every subscription made so far.
@@ -266,9 +266,9 @@ func (c *coreSource) stop(ctx context.Context, cancel context.CancelFunc) {
 					Msg("ingress: drain timed out; unsubscribing, what nats.go still buffers is dropped")
 				in.unsubscribeAll()
 			case <-in.slow:
-				in.drops.event()
-			case <-in.drops.c:
-				in.drops.fire()
+				in.drops.Event()
+			case <-in.drops.C:
+				in.drops.Fire()
 			}
 		}
 	}

@@ -234,11 +234,11 @@ func TestCallbackAllocatesNothing(t *testing.T) {
 	var spare []job
 	if n := testing.AllocsPerRun(100, func() {
 		in.onMsg(m)
-		jobs := box.take(spare)
+		jobs := box.Take(spare)
 		if len(jobs) != 1 {
 			t.Fatalf("the inbox holds %d jobs", len(jobs))
 		}
-		box.done(jobs)
+		box.Done(jobs)
 		spare = jobs[:0]
 	}); n != 0 {
 		t.Fatalf("%v allocations per message", n)

@@ -8,6 +8,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages"
 	"github.com/rocketstore/engine/stages/ingress/batched"
+	"github.com/rocketstore/engine/stages/ingress/internal/inbox"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
@@ -36,6 +37,9 @@ type job struct {
 	ffCost int64
 }
 
+// FFCost is what j counts against its inbox's fire-and-forget bounds (inbox.Item).
+func (j job) FFCost() int64 { return j.ffCost }
+
 // batchBuild is the batch a worker is building: its records (in a batchMem, with room for n
 // messages and a marker), the metas of its batched records (a capacity of n, so that pointers
 // into it hold), and how many of its records are not messages to store (markers, fences,
@@ -55,8 +59,8 @@ type batchBuild struct {
 type worker struct {
 	in *Ingress
 	id int
-	// box is the worker's inbox (inbox.go): the callbacks put, the worker takes.
-	box *inbox
+	// box is the worker's inbox (package inbox): the callbacks put, the worker takes.
+	box *inbox.Inbox[job]
 	// taken are the jobs the worker took from box and has not processed yet, from next on.
 	taken []job
 	next  int
@@ -84,7 +88,7 @@ func (w *worker) run(ctx context.Context) error {
 			return err
 		}
 		select {
-		case <-w.box.wake:
+		case <-w.box.Wake():
 		case <-w.in.subsDone:
 			return w.finish(ctx)
 		case <-ctx.Done():
@@ -108,7 +112,7 @@ func (w *worker) finish(ctx context.Context) error {
 // while it stays within MaxBatch messages (a pack's run holds at most MaxBatch, see onPack, so
 // every job fits in one).
 func (w *worker) processTaken(ctx context.Context) error {
-	w.taken, w.next = w.box.take(w.taken), 0
+	w.taken, w.next = w.box.Take(w.taken), 0
 	for w.next < len(w.taken) {
 		start, n := w.next, 0
 		for w.next < len(w.taken) && (w.next == start || n+w.taken[w.next].messages() <= w.in.cfg.MaxBatch) {
@@ -138,7 +142,7 @@ func (w *worker) process(ctx context.Context, jobs []job) error {
 				w.in.packDone(j.pack, int(j.count)) // its records are encoded, or refused
 			}
 		}
-		w.box.done(jobs)
+		w.box.Done(jobs)
 		clear(jobs)
 		for _, a := range w.held {
 			a.Release()

@@ -115,7 +115,7 @@ func (h trackerHost) Code(err error) int      { return ReplyCode(err) }
 
 // OfferMarker puts a marker job in worker i's inbox, behind what the callbacks handed it.
 func (h trackerHost) OfferMarker(i int, epoch uint64) bool {
-	return h.in.workers[i].box.tryPut(job{marker: epoch})
+	return h.in.workers[i].box.TryPut(job{marker: epoch})
 }
 
 // ErrBatchedOff: a message carries the batched-ack header, but this engine does not track streams
