@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -104,8 +106,11 @@ type engineTarget struct {
 // follows what it stores.
 func (t *engineTarget) Start(ctx context.Context) (string, error) {
 	o := t.cfg.Run.Target
-	// The budget `engine run` has by default: the target process is the engine's.
-	engine.ApplyMemoryLimit(engine.DefaultMemoryLimit)
+	// The budget `engine run` has by default (GOMEMLIMIT wins there too): the target process
+	// is the engine's.
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(engine.DefaultMemoryLimit)
+	}
 	opts := engine.Options{
 		Dir:               storeDir(t.cfg.Dir),
 		Logger:            t.log,

@@ -204,3 +204,10 @@ var defaultStoreHost = netip.MustParseAddrPort("127.0.0.1:10911")
 // DefaultDispatchStopTimeout is Options.DispatchStopTimeout's default: with the drains before it
 // and the last checkpoint after it, a stop stays well under 10 s.
 const DefaultDispatchStopTimeout = 5 * time.Second
+
+// DefaultMemoryLimit is the memory budget of an engine's whole process (`engine run
+// --memory-limit`): the Go runtime's soft limit, under which the collector keeps the heap, the
+// stacks and the runtime's own memory. The default pending limits (ingress.DefaultPendingMsgs,
+// DefaultPendingBytes) are sized to fit in it with the rest of the pipeline (docs/CONFIG.md,
+// "Memory").
+const DefaultMemoryLimit = 256 << 20

@@ -90,6 +90,17 @@ func main() {
 	}
 }
 
+// applyMemoryLimit makes limit bytes the process's soft memory limit (debug.SetMemoryLimit),
+// unless the GOMEMLIMIT environment variable chose one (Go's own setting wins, as Go users
+// expect) or limit is 0 (no limit). It returns the limit in force (math.MaxInt64: none).
+func applyMemoryLimit(limit int64) int64 {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set || limit <= 0 {
+		return debug.SetMemoryLimit(-1)
+	}
+	debug.SetMemoryLimit(limit)
+	return limit
+}
+
 // tuneGC sets the collector's target to percent, unless the GOGC environment variable chose
 // one (Go's own setting wins, as Go users expect) or percent is 0.
 //

@@ -148,7 +148,7 @@ func (r *runCmd) Run(log zerolog.Logger, levels *natsserver.LevelWriter) error {
 	}
 	log = dynamicLogger(log)
 	ev := log.Info()
-	if limit := engine.ApplyMemoryLimit(int64(r.MemoryLimit)); limit == math.MaxInt64 {
+	if limit := applyMemoryLimit(int64(r.MemoryLimit)); limit == math.MaxInt64 {
 		ev = ev.Str("memory_limit", "none")
 	} else {
 		ev = ev.Int64("memory_limit", limit)
