@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,7 +41,7 @@ func TestSIGTERMBoundedWithDispatchBacklog(t *testing.T) {
 	e.send(syscall.SIGTERM)
 	var readyz string
 	for time.Since(start) < 10*time.Second {
-		code, body := tryGet(e.http + "/readyz")
+		code, body := getNoFail(e.http + "/readyz")
 		if code == 0 {
 			break // the monitor has closed: the process is exiting
 		}
@@ -75,16 +73,4 @@ func TestSIGTERMBoundedWithDispatchBacklog(t *testing.T) {
 			t.Fatalf("dev.%d.temp: %d messages after the restart, want 1", i, n)
 		}
 	}
-}
-
-// tryGet is httpGet for a server that may be gone: 0 when nothing answers.
-func tryGet(url string) (int, string) {
-	client := &http.Client{Timeout: time.Second}
-	resp, err := client.Get(url)
-	if err != nil {
-		return 0, ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
