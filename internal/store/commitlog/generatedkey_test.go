@@ -46,3 +46,31 @@ func TestIsGeneratedUniqKey(t *testing.T) {
 		}
 	}
 }
+
+// FuzzIsGeneratedUniqKey: whatever the key read from a record and whatever its store host,
+// IsGeneratedUniqKey does not fail, and says yes only to a key of the generated form with that
+// host's address in front and the marker salt; a key the generator made with the host always
+// passes.
+func FuzzIsGeneratedUniqKey(f *testing.F) {
+	f.Fuzz(func(t *testing.T, key string, host []byte, pid uint16) {
+		var ip netip.Addr
+		switch len(host) {
+		case 4:
+			ip = netip.AddrFrom4([4]byte(host))
+		case 16:
+			ip = netip.AddrFrom16([16]byte(host))
+		}
+		if IsGeneratedUniqKey(key, ip) {
+			prefix := NewUniqKeyGen(ip, int(pid), GeneratedSalt, nil).Next()
+			n := len(prefix) - 24 // the address's hex digits: then pid (4), salt (8), time (8), counter (4)
+			if len(key) != len(prefix) || key[:n] != prefix[:n] || key[n+4:n+12] != prefix[n+4:n+12] {
+				t.Fatalf("%q taken as generated for %v", key, ip)
+			}
+		}
+		if ip.IsValid() {
+			if k := NewUniqKeyGen(ip, int(pid), GeneratedSalt, nil).Next(); !IsGeneratedUniqKey(k, ip) {
+				t.Fatalf("the generator's %q for %v not recognised", k, ip)
+			}
+		}
+	})
+}
