@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
@@ -120,6 +121,7 @@ func New(cfg Config) (*Ingress, error) {
 	// The store's own address, pid and the salt that marks a key as generated (the IndexFile
 	// does not hold such keys: commitlog.IsGeneratedUniqKey), in RocketMQ's form of ids.
 	gen := commitlog.NewUniqKeyGen(cfg.StoreHost.Addr(), os.Getpid(), commitlog.GeneratedSalt, cfg.Clock)
+	gen.StartCounter(rand.Uint32())
 	for i := range cfg.Workers {
 		in.workers = append(in.workers, &worker{
 			in:    in,

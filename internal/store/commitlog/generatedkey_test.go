@@ -74,3 +74,14 @@ func FuzzIsGeneratedUniqKey(f *testing.F) {
 		}
 	})
 }
+
+// TestStartCounter: the next key carries the counter it was started at, and it goes on from
+// there, wrapping at 16 bits as Java's short does.
+func TestStartCounter(t *testing.T) {
+	g := NewUniqKeyGen(netip.MustParseAddr("10.0.0.2"), 1, GeneratedSalt, nil)
+	g.StartCounter(0x1FFFF)
+	a, b := g.Next(), g.Next()
+	if a[len(a)-4:] != "FFFF" || b[len(b)-4:] != "0000" {
+		t.Fatalf("keys %s then %s", a, b)
+	}
+}

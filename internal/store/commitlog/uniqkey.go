@@ -66,6 +66,11 @@ func windowAt(t time.Time) *monthWindow {
 	return &monthWindow{start: start.UnixMilli(), next: start.AddDate(0, 1, 0).UnixMilli()}
 }
 
+// StartCounter makes n the counter of the next key. A generator whose salt is fixed
+// (GeneratedSalt) starts it at random, so that two processes with the same address and pid (two
+// containers, each its pid 1) do not make the same keys in the same millisecond.
+func (g *UniqKeyGen) StartCounter(n uint32) { g.counter.Store(n) }
+
 // Len returns the length of the keys in hex chars: 32 for an IPv4 client, 56 for IPv6.
 func (g *UniqKeyGen) Len() int { return g.prefixLen + 12 }
 
