@@ -79,8 +79,9 @@ func (d *Dispatcher) LastStoreTimestamp() int64 { return d.lastStoreTS.Load() }
 func (d *Dispatcher) IndexFilled() int64 { return d.indexFilled.Load() }
 
 // Run dispatches until Limit is closed and caught up with (a clean stop: it returns nil), or
-// closed with StopEarly called (a bounded stop: it returns nil short of Limit), or an error. Records are read without CRC checks, as RocketMQ's reput does: they were written by
-// this process, and recovery checked what was there before.
+// closed with StopEarly called (a bounded stop: it returns nil short of Limit), or an error.
+// Records are read without CRC checks, as RocketMQ's reput does: they were written by this
+// process, and recovery checked what was there before.
 func (d *Dispatcher) Run(ctx context.Context) (err error) {
 	defer func() { d.Dispatched.Fail(cmp.Or(err, stages.ErrClosed)) }()
 	step := cmp.Or(d.MaxStep, 4<<20)

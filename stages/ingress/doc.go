@@ -7,7 +7,7 @@
 //
 //	nats.go callback (one goroutine per subscription, in arrival order)
 //	  | cheap work only: exclude check, subject -> topic (cached), queue id
-//	  v  bounded inbox per worker (inbox.go), chosen by (topic, queue id)
+//	  v  bounded inbox per worker (package inbox), chosen by (topic, queue id)
 //	worker (Config.Workers of them, in parallel), takes all its inbox holds at once
 //	  | validate headers, build properties, commitlog.AppendRecord (or a template: a pack's
 //	  | entries, a subject's plain messages); reject -> error reply now

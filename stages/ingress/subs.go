@@ -124,7 +124,7 @@ func (c *Config) excluded(subject string) bool {
 
 // hand gives j to the worker that owns its (topic, queue), or answers it if ingress aborts
 // first. A fire-and-forget message is never waited for: when the worker's inbox holds its share
-// of the pending limits already, the message is dropped and counted by topic (inbox.go).
+// of the pending limits already, the message is dropped and counted by topic (package inbox).
 func (in *Ingress) hand(j job) {
 	w := in.workers[j.route.Worker(j.queue, len(in.workers))]
 	if fireAndForget(j.msg) {
@@ -132,7 +132,7 @@ func (in *Ingress) hand(j job) {
 			in.counters.received.Add(-1) // dropped, as nats.go's drops are: never received
 			in.ffDrops.Add(j.route.Topic)
 			select {
-			case in.slow <- struct{}{}: // Run reports the drops (dropReporter)
+			case in.slow <- struct{}{}: // Run reports the drops (drops.Reporter)
 			default:
 			}
 		}
