@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"syscall"
 	"time"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
@@ -38,6 +39,10 @@ type Gate interface {
 	// Admit is nil while writes are taken, and the error every record of the batch gets while
 	// they are refused.
 	Admit() error
+	// LogFull is told that the log refused a record for want of disk space (a new segment
+	// could not be made: ENOSPC), so that room is made now rather than at the next check of
+	// the disk. It must not block.
+	LogFull(err error)
 }
 
 // QueueKey names one ConsumeQueue.
@@ -276,6 +281,9 @@ func (a *Appender) appendBatch(b *stages.Batch, now time.Time) {
 		if err != nil {
 			r.Err = err
 			a.stats.errors.Add(1)
+			if a.cfg.Gate != nil && errors.Is(err, syscall.ENOSPC) {
+				a.cfg.Gate.LogFull(err)
+			}
 			continue
 		}
 		if queued {

@@ -349,6 +349,8 @@ type gateFunc func() error
 
 func (f gateFunc) Admit() error { return f() }
 
+func (f gateFunc) LogFull(error) {}
+
 func TestAppenderGateRefusesBatch(t *testing.T) {
 	full := errors.New("disk above the high-water mark")
 	var refuse atomic.Bool

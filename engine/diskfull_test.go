@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -256,5 +257,55 @@ func TestDiskFullPassRunsAtOnce(t *testing.T) {
 				st.SegmentsDeleted, segs)
 		}
 		fs.pct.Store(50)
+	})
+}
+
+// TestNoSpaceForASegmentRunsAPass: the disk filled since it was last measured (below the limit
+// then) and the CommitLog cannot make its next segment (ENOSPC): the record is refused with
+// ENOSPC, and a retention pass runs at once instead of at the next CleanInterval: it measures
+// the disk (refusing writes) and deletes the oldest segments.
+func TestNoSpaceForASegmentRunsAPass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var full atomic.Bool
+		usage := newUsageFS(vfs.NewMem(), 50)
+		fsys := vfs.NewFaulty(usage, func(op vfs.Op, name string) error {
+			if op == vfs.OpCreateSegment && full.Load() && strings.Contains(name, "commitlog") {
+				return syscall.ENOSPC
+			}
+			return nil
+		})
+		o := testOptions(t, "/store")
+		o.FS = fsys
+		o.CommitLogFileSize = 8 << 10 // default retention options: 10 s, first after 60 s
+		e := mustOpen(t, o)
+		retPut(t, e, "T", 200, 0)
+		if err := e.Close(); err != nil { // its last checkpoint covers every segment
+			t.Fatal(err)
+		}
+		e = mustOpen(t, o)
+		defer e.Close()
+		synctest.Wait()
+		if st := e.Stats(); st.RefusingWrites || st.SegmentsDeleted != 0 {
+			t.Fatalf("before the disk filled: refusing %v, %d segments deleted", st.RefusingWrites, st.SegmentsDeleted)
+		}
+		usage.pct.Store(95) // filled by someone else; not measured yet
+		full.Store(true)
+		var refused error
+		for i := 0; refused == nil && i < 100; i++ { // fills the active segment, then needs a new one
+			res, err := e.Put(context.Background(), Message{Topic: "T", Body: make([]byte, 1000)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			refused = res[0].Err
+		}
+		if !errors.Is(refused, syscall.ENOSPC) {
+			t.Fatalf("refused with %v, want ENOSPC", refused)
+		}
+		synctest.Wait() // no time passes: only what runs at once
+		if st := e.Stats(); !st.RefusingWrites || st.SegmentsDeleted == 0 {
+			t.Fatalf("after ENOSPC on a new segment: refusing %v, %d segments deleted", st.RefusingWrites, st.SegmentsDeleted)
+		}
+		full.Store(false)
+		usage.pct.Store(50)
 	})
 }

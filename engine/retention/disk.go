@@ -130,6 +130,23 @@ func (r *Stage) Admit() error {
 	return ref
 }
 
+// LogFull is the appender's hook (appender.Gate): the CommitLog could not make a new segment
+// for want of space. The disk may have filled since it was last measured (every CleanInterval,
+// or by a quota df does not show): a pass runs now, which measures it again and makes room.
+func (r *Stage) LogFull(err error) {
+	now, last := r.cfg.Now().UnixNano(), r.fullLoggedAt.Load()
+	if now-last >= int64(logFullEvery) && r.fullLoggedAt.CompareAndSwap(last, now) {
+		r.log.Error().Err(err).Int64("more", r.fullHeld.Swap(0)).
+			Msg("no disk space for a new commitlog segment: the record is refused (507); a retention pass runs now")
+	} else {
+		r.fullHeld.Add(1)
+	}
+	r.kick()
+}
+
+// logFullEvery is how often LogFull logs at most.
+const logFullEvery = 10 * time.Second
+
 // NoSpace is the dispatcher's hook (dispatch.Dispatcher's NoSpace): err while dispatch cannot
 // build for want of disk space (the CommitLog had room for a record, but its ConsumeQueue or
 // the IndexFile cannot grow), nil once it goes on. While it is stalled new messages get ENOSPC

@@ -130,6 +130,9 @@ type Stage struct {
 	// urgent asks the stage for a pass now, whatever the first delay and CleanInterval say:
 	// writes were just refused for a full disk (capacity 1: one pending request is enough).
 	urgent chan struct{}
+	// fullLoggedAt is when LogFull last logged (store clock, unix ns); fullHeld counts the
+	// refusals since, so that a full disk is one line per logFullEvery, not one per record.
+	fullLoggedAt, fullHeld atomic.Int64
 
 	segments, bytes, cqFiles, indexFiles atomic.Int64
 }
