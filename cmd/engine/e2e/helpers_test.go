@@ -190,6 +190,12 @@ type getReply struct {
 // after a pause while the queue is not there yet (the only polling: of another process).
 func waitReadable(t *testing.T, nc *nats.Conn, acks ...ack) {
 	t.Helper()
+	waitReadableAt(t, nc, "$RS.API", acks...)
+}
+
+// waitReadableAt is waitReadable for a read API under prefix (--api-prefix).
+func waitReadableAt(t *testing.T, nc *nats.Conn, prefix string, acks ...ack) {
+	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for _, a := range acks {
 		offset := a.QueueOffset
@@ -198,9 +204,9 @@ func waitReadable(t *testing.T, nc *nats.Conn, acks ...ack) {
 				t.Fatalf("%s/%d@%d not readable %v after its ack", a.Topic, a.QueueID, a.QueueOffset, waitTimeout)
 			}
 			req, _ := json.Marshal(map[string]any{"topic": a.Topic, "queueId": a.QueueID, "offset": offset, "max": 1, "waitMs": 5000})
-			reply, err := nc.Request("$RS.API.get", req, waitTimeout)
+			reply, err := nc.Request(prefix+".get", req, waitTimeout)
 			if err != nil {
-				t.Fatalf("$RS.API.get %s: %v", req, err)
+				t.Fatalf("%s.get %s: %v", prefix, req, err)
 			}
 			var r getReply
 			if err := json.Unmarshal(reply.Data, &r); err != nil {

@@ -58,6 +58,8 @@ func TestAPIOptions(t *testing.T) {
 	e := startEngine(t, t.TempDir(), "--api-prefix", "my.api", "--subjects", "orders.>")
 	nc := connect(t, e.url)
 	a := stored(t, nc, msg("orders.api", "x", "Nats-Msg-Id", "api-1"))
+	// The ack says stored; the topic is listed once dispatch has made its queue.
+	waitReadableAt(t, nc, "my.api", a)
 	if _, err := nc.Request("$RS.API.topics", nil, waitTimeout); !errors.Is(err, nats.ErrNoResponders) {
 		t.Errorf("$RS.API.topics with --api-prefix my.api: %v, want no responders", err)
 	}
