@@ -14,8 +14,6 @@ import (
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/engine/replay"
 	"github.com/rocketstore/engine/internal/reader"
-	"github.com/rocketstore/engine/internal/store/commitlog"
-	"github.com/rocketstore/engine/stages/ingress"
 )
 
 // The pull endpoint (see the engine/api package doc, "Pull"): a get whose messages go out one
@@ -77,8 +75,8 @@ func (p *pullHeader) one(v string) []string {
 	return p.vals[n-1 : n : n]
 }
 
-// add appends a value to a header (a line "name: value\r\n").
-func (p *pullHeader) add(name, value string) {
+// Add appends a value to a header (a line "name: value\r\n").
+func (p *pullHeader) Add(name, value string) {
 	if old := p.h[name]; len(old) > 0 {
 		p.h[name] = append(old, value) // a header's second value: rare, allocates
 	} else {
@@ -87,8 +85,8 @@ func (p *pullHeader) add(name, value string) {
 	p.size += len(name) + len(value) + 4
 }
 
-// set makes value the header's only value.
-func (p *pullHeader) set(name, value string) {
+// Set makes value the header's only value.
+func (p *pullHeader) Set(name, value string) {
 	for _, v := range p.h[name] {
 		p.size -= len(name) + len(v) + 4
 	}
@@ -101,7 +99,7 @@ func (p *pullHeader) set(name, value string) {
 func (p *pullHeader) setInt(name string, n int64) {
 	start := len(p.num)
 	p.num = strconv.AppendInt(p.num, n, 10)
-	p.set(name, bytesString(p.num[start:]))
+	p.Set(name, bytesString(p.num[start:]))
 }
 
 // bytesString views b as a string. Only for bytes nothing writes while the string is in use:
@@ -113,50 +111,11 @@ func bytesString(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// build fills the headers of m, the original ones from its properties exactly as a replay
-// rebuilds them (replay.Headers, whose helpers it uses; TestPullHeadersMatchReplay keeps the two
-// together), and its reply subject.
+// build fills the headers of m, the original ones from its properties as a replay rebuilds
+// them (replay.RebuildHeaders, viewing the record's copy in place), and its reply subject.
 func (p *pullHeader) build(m *reader.Message) {
 	p.reset()
-	fromNATS := false
-	uniq := ""
-	it := commitlog.Properties(m.RawProperties).Iter()
-	for {
-		n, v, ok := it.Next()
-		if !ok {
-			break
-		}
-		name, value := bytesString(n), bytesString(v)
-		switch name {
-		case ingress.PropNatsSubject:
-			fromNATS = true
-			p.set(api.HeaderSubject, value)
-			continue
-		case commitlog.PropUniqKey:
-			uniq = value
-			continue
-		case commitlog.PropKeys:
-			p.set(p.keys, value)
-			continue
-		case commitlog.PropTags:
-			p.set(p.tags, value)
-			continue
-		}
-		if base, ok := replay.ValueSuffixBase(name); ok {
-			name = base // the k-th value of header base
-		}
-		if ingress.ReservedProperty(name) || !replay.ValidHeaderName(name) {
-			continue // set by the store, or a name NATS cannot carry
-		}
-		p.add(name, value)
-	}
-	if uniq != "" {
-		if fromNATS && !replay.GeneratedUniqKey(uniq, m.BornTimestamp) {
-			p.set(nats.MsgIdHdr, uniq)
-		} else {
-			p.set(api.HeaderUniqKey, uniq)
-		}
-	}
+	replay.RebuildHeaders(p, m, p.keys, p.tags, bytesString)
 	b := append(p.num[:0], api.PulledPrefix...) // see there: no topic, queue or CommitLog offset
 	b = strconv.AppendInt(b, m.QueueOffset, 10)
 	b = append(b, '.')

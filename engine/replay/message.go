@@ -80,13 +80,26 @@ func (s *source) fill(ctx context.Context, q *queue) error {
 	return nil
 }
 
-// Headers rebuilds the original NATS headers of m from its properties: the subject it came on
-// (Rs-Subject), its id (Nats-Msg-Id, or Rs-Uniq-Key for an id ingress generated or one not from
-// NATS), KEYS and TAGS under keysHeader and tagsHeader, and every other header ingress stored,
-// in order; properties the store sets and names NATS cannot carry are left out. The read API's
-// pull rebuilds the same headers in place (its tests compare the two).
+// Headers rebuilds the original NATS headers of m from its properties (RebuildHeaders).
 func Headers(m *reader.Message, keysHeader, tagsHeader string) nats.Header {
 	h := nats.Header{}
+	RebuildHeaders(h, m, keysHeader, tagsHeader, func(b []byte) string { return string(b) })
+	return h
+}
+
+// HeaderSink is what RebuildHeaders writes the headers to; nats.Header is one.
+type HeaderSink interface {
+	Set(name, value string)
+	Add(name, value string)
+}
+
+// RebuildHeaders writes the original NATS headers of m, rebuilt from its properties, to h: the
+// subject it came on (Rs-Subject), its id (Nats-Msg-Id, or Rs-Uniq-Key for an id ingress
+// generated or one not from NATS), KEYS and TAGS under keysHeader and tagsHeader, and every
+// other header ingress stored, in order; properties the store sets and names NATS cannot carry
+// are left out. str makes a property's bytes a string: a copy, or a view where the bytes stay
+// as they are while h is used (the read API's pull, which builds its headers in place).
+func RebuildHeaders(h HeaderSink, m *reader.Message, keysHeader, tagsHeader string, str func([]byte) string) {
 	fromNATS := false
 	uniq := ""
 	it := commitlog.Properties(m.RawProperties).Iter()
@@ -95,7 +108,7 @@ func Headers(m *reader.Message, keysHeader, tagsHeader string) nats.Header {
 		if !ok {
 			break
 		}
-		name, value := string(n), string(v)
+		name, value := str(n), str(v)
 		switch name {
 		case ingress.PropNatsSubject:
 			fromNATS = true
@@ -126,7 +139,6 @@ func Headers(m *reader.Message, keysHeader, tagsHeader string) nats.Header {
 			h.Set(api.HeaderUniqKey, uniq)
 		}
 	}
-	return h
 }
 
 // natsMsg rebuilds the NATS message of m: its body, its original headers (Headers), and the
