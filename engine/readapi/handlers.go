@@ -28,25 +28,35 @@ func (s *Service) handleGet(req micro.Request) {
 		return
 	}
 	owned := ownsQueue(req, r.QueueID)
-	if r.WaitMs > 0 {
-		select {
-		case s.polls <- struct{}{}:
-			go func() { // bounded by polls; stop waits for it through inflight
-				defer s.leave()
-				defer func() { <-s.polls }()
-				if f := hook(&s.polling); f != nil {
-					f()
-				}
-				out, err := s.get(r, false, owned)
-				s.reply(req.Reply(), out, err)
-			}()
-			return
-		default:
-		}
+	if r.WaitMs > 0 && s.longPoll(func() {
+		out, err := s.get(r, false, owned)
+		s.reply(req.Reply(), out, err)
+	}) {
+		return
 	}
-	out, err := s.get(r, r.WaitMs > 0, owned)
+	out, err := s.get(r, r.WaitMs > 0, owned) // no slot free: answered now, without waiting
 	s.respond(req, out, err)
 	s.leave()
+}
+
+// longPoll runs work on a long-poll goroutine if one of the MaxLongPolls slots is free, and says
+// whether it did (else the caller answers at once, without waiting). The goroutine leaves the
+// service when work is done; stop waits for it through inflight.
+func (s *Service) longPoll(work func()) bool {
+	select {
+	case s.polls <- struct{}{}:
+		go func() {
+			defer s.leave()
+			defer func() { <-s.polls }()
+			if f := hook(&s.polling); f != nil {
+				f()
+			}
+			work()
+		}()
+		return true
+	default:
+		return false
+	}
 }
 
 // get reads (waiting up to r.WaitMs unless skipWait) and encodes the reply within the limit.

@@ -154,22 +154,10 @@ func (s *Service) handlePull(req micro.Request) {
 		return
 	}
 	owned := ownsQueue(req, r.QueueID)
-	if r.WaitMs > 0 {
-		select {
-		case s.polls <- struct{}{}:
-			go func() { // bounded by polls; stop waits for it through inflight
-				defer s.leave()
-				defer func() { <-s.polls }()
-				if f := hook(&s.polling); f != nil {
-					f()
-				}
-				s.pull(r, reply, false, owned)
-			}()
-			return
-		default:
-		}
+	if r.WaitMs > 0 && s.longPoll(func() { s.pull(r, reply, false, owned) }) {
+		return
 	}
-	s.pull(r, reply, r.WaitMs > 0, owned)
+	s.pull(r, reply, r.WaitMs > 0, owned) // no slot free: answered now, without waiting
 	s.leave()
 }
 
