@@ -264,35 +264,28 @@ func (s *seqSet) remove(seq uint64) {
 
 // firstUnset is the smallest sequence >= from not in the set.
 func (s *seqSet) firstUnset(from uint64) uint64 {
-	from = max(from, s.base+1)
-	i := from - s.base - 1
-	for w := i / 64; w < uint64(len(s.words)); w++ {
-		word := s.words[w]
-		if w == i/64 {
-			word |= 1<<(i%64) - 1 // below from: as if present
-		}
-		if word != ^uint64(0) {
-			return s.base + 1 + w*64 + uint64(bits.TrailingZeros64(^word))
-		}
-	}
-	return max(from, s.base+1+uint64(len(s.words))*64)
+	return s.first(from, ^uint64(0), uint64(len(s.words))*64)
 }
 
 // firstSet is the smallest sequence >= from in the set (above base), or the end of the bitmap's
 // reach.
-func (s *seqSet) firstSet(from uint64) uint64 {
+func (s *seqSet) firstSet(from uint64) uint64 { return s.first(from, 0, uint64(s.max)) }
+
+// first is the smallest sequence >= from whose bit, flipped by flip (all ones: look for a
+// sequence not in the set; 0: one in it), is set; past the words, from or base+1+end.
+func (s *seqSet) first(from, flip, end uint64) uint64 {
 	from = max(from, s.base+1)
 	i := from - s.base - 1
 	for w := i / 64; w < uint64(len(s.words)); w++ {
-		word := s.words[w]
+		word := s.words[w] ^ flip
 		if w == i/64 {
-			word &^= 1<<(i%64) - 1
+			word &^= 1<<(i%64) - 1 // below from: as if not there
 		}
 		if word != 0 {
 			return s.base + 1 + w*64 + uint64(bits.TrailingZeros64(word))
 		}
 	}
-	return max(from, s.base+1+uint64(s.max))
+	return max(from, s.base+1+end)
 }
 
 // forget drops what lies at or below upTo, a word at a time.
