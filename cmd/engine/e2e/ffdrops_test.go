@@ -10,8 +10,8 @@ import (
 
 // TestFireAndForgetDropsCountedByTopic: plain publishes (no reply subject) far faster than the
 // engine stores them, with small pending limits: every message is either stored or counted as
-// dropped, what ingress dropped itself is counted under its topic in /metrics, and the topics
-// there are the publisher's. README, "What an ack means"; docs/CONFIG.md, pending_msgs.
+// dropped, what ingress dropped itself is counted under its topic in /metrics, the topics
+// there are the publisher's, and the drops are logged with their rate. README, "What an ack means"; docs/CONFIG.md, pending_msgs.
 func TestFireAndForgetDropsCountedByTopic(t *testing.T) {
 	t.Parallel()
 	e := startEngine(t, t.TempDir(), "--http", "127.0.0.1:0", "--pending-msgs", "64", "--pending-bytes", "256KiB")
@@ -59,6 +59,11 @@ func TestFireAndForgetDropsCountedByTopic(t *testing.T) {
 	}
 	// A graceful stop stores everything received.
 	e.stop()
+	// The drops were logged, with their rate and the topics that lost most.
+	if line, _, ok := e.findLog(0, "ingress: fire-and-forget messages dropped"); dropped > 0 &&
+		(!ok || line["dropped_per_second"] == nil || line["topics_dropping_most"] == nil && byTopic > 0) {
+		t.Fatalf("%v dropped: drop log %v (found %v)", dropped, line, ok)
+	}
 	var stored int64
 	for _, topic := range []string{"flood_s0", "flood_s1", "flood_s2", "flood_s3"} {
 		stored += storedCount(t, e.dir, topic)

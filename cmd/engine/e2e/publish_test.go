@@ -253,3 +253,46 @@ func TestSubjectsFlag(t *testing.T) {
 		t.Fatalf("topics: %v, want orders_eu_x and billing_b", got)
 	}
 }
+
+// TestGeneratedKeysNotIndexed: README, "Properties": the IndexFile holds every Nats-Msg-Id and
+// key, not a UNIQ_KEY the engine generated. A query by a message's Nats-Msg-Id finds it; a
+// query by the UNIQ_KEY generated for a message without one finds nothing, also after kill -9
+// and a restart (whose recovery dispatches the records again from the log), while the message
+// is there to read and to find by its offset message id.
+func TestGeneratedKeysNotIndexed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := startEngine(t, dir)
+	nc := connect(t, e.url)
+	own := stored(t, nc, msg("idx.a", "own id", "Nats-Msg-Id", "order-9"))
+	gen := stored(t, nc, msg("idx.a", "generated"))
+	waitReadable(t, nc, own, gen)
+	key, _ := propsOf(t, nc, gen)["UNIQ_KEY"].(string)
+	if key == "" {
+		t.Fatal("no UNIQ_KEY generated")
+	}
+	query := func(k string) []map[string]any {
+		return ndjson(t, mustCLI(t, "query", "-s", e.url, "--topic", own.Topic, "--key", k, "--begin=-1h", "--json"))
+	}
+	if got := query("order-9"); len(got) != 1 || got[0]["body"] != b64("own id") {
+		t.Fatalf("query by the publisher's id: %v", got)
+	}
+	if got := query(key); len(got) != 0 {
+		t.Fatalf("query by the generated UNIQ_KEY %s found %v", key, got)
+	}
+	e.kill()
+	e = e.restart(t)
+	if rec, _ := e.recovered["records"].(float64); rec < 2 {
+		t.Fatalf("recovery dispatched %v records again, want both: %v", rec, e.recovered)
+	}
+	if got := query("order-9"); len(got) != 1 {
+		t.Fatalf("after the restart, query by the publisher's id: %v", got)
+	}
+	if got := query(key); len(got) != 0 {
+		t.Fatalf("after a restart, query by the generated UNIQ_KEY %s found %v", key, got)
+	}
+	if got := ndjson(t, mustCLI(t, "msg", "-s", e.url, gen.MsgID, "--json")); len(got) != 1 || got[0]["body"] != b64("generated") {
+		t.Fatalf("msg %s: %v", gen.MsgID, got)
+	}
+	e.stop()
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -56,4 +58,29 @@ func TestReportSaysWhatAndHowFast(t *testing.T) {
 		t.Fatal("a new drop was not reported")
 	}
 	r.Stop()
+}
+
+// TestFirstDropsReportedAtOnce: the first event arms the report for now, not an interval later;
+// the next one waits for the interval.
+func TestFirstDropsReportedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		topics := &Topics{}
+		r := Reporter{Interval: time.Minute, Log: zerolog.New(&logs), Topics: topics, Counts: func() (int64, int64, int64) { return 0, 0, 0 }}
+		defer r.Stop()
+		topics.Add("a")
+		start := time.Now()
+		r.Event()
+		<-r.C
+		r.Fire()
+		if waited := time.Since(start); waited != 0 || logs.Len() == 0 {
+			t.Fatalf("first report after %v: %q", waited, logs.String())
+		}
+		topics.Add("a")
+		r.Event() // Fire armed the next look an interval later already
+		<-r.C
+		if waited := time.Since(start); waited != time.Minute {
+			t.Fatalf("second report after %v, want the interval", waited)
+		}
+	})
 }

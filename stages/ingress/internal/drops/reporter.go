@@ -28,13 +28,16 @@ type Reporter struct {
 	// call Fire.
 	C      <-chan time.Time
 	logged int64     // the drop count of the last line
-	lastAt time.Time // when the last line was logged, or the first event seen
+	lastAt time.Time // when the last line was logged (zero before the first)
+	// since is where the rate of the next line is counted from: the last line, or the first
+	// event seen.
+	since time.Time
 }
 
 // Event schedules a report for as soon as the rate limit allows.
 func (d *Reporter) Event() {
-	if d.lastAt.IsZero() {
-		d.lastAt = time.Now()
+	if d.since.IsZero() {
+		d.since = time.Now()
 	}
 	if d.C == nil {
 		d.arm(d.Interval - time.Since(d.lastAt))
@@ -69,7 +72,7 @@ func (d *Reporter) Report() bool {
 		return false
 	}
 	now := time.Now()
-	rate := float64(dropped-d.logged) / max(now.Sub(d.lastAt).Seconds(), 1e-3)
+	rate := float64(dropped-d.logged) / max(now.Sub(d.since).Seconds(), 1e-3)
 	d.Log.Warn().
 		Int64("dropped", dropped-d.logged).
 		Int64("dropped_total", dropped).
@@ -84,7 +87,7 @@ func (d *Reporter) Report() bool {
 			"rocketstore_ingress_dropped_by_topic_total). Publish with request/reply or batched acks " +
 			"to be paced by the acks, raise --pending-msgs/--pending-bytes (and --memory-limit) to " +
 			"ride out longer bursts, or spread the subjects over more engines (docs/SCALE-OUT.md)")
-	d.logged, d.lastAt = dropped, now
+	d.logged, d.lastAt, d.since = dropped, now, now
 	return true
 }
 
