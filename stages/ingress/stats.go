@@ -95,6 +95,7 @@ func (in *Ingress) Stats() Stats {
 	var own int64
 	own, s.DroppedByTopic = in.ffDrops.Snapshot()
 	s.Dropped += own
+	s.Received -= own // dropped, as nats.go's drops are: not received
 	for _, w := range in.workers {
 		s.WorkerDepth = append(s.WorkerDepth, w.box.Depth())
 	}

@@ -129,7 +129,6 @@ func (in *Ingress) hand(j job) {
 	w := in.workers[j.route.Worker(j.queue, len(in.workers))]
 	if fireAndForget(j.msg) {
 		if j.ffCost = msgCost(j.msg); !w.box.PutFF(j) {
-			in.counters.received.Add(-1) // dropped, as nats.go's drops are: never received
 			in.ffDrops.Add(j.route.Topic)
 			select {
 			case in.slow <- struct{}{}: // Run reports the drops (drops.Reporter)
