@@ -44,6 +44,7 @@ func decodeGet(data []byte) (api.GetRequest, error) {
 	if err := decodeRequest(data, &r); err != nil {
 		return r, err
 	}
+	r.Tags = noEmptyTags(r.Tags)
 	return r, checkRead(r, r.Topic, r.QueueID, r.WaitMs < 0 || r.Max < 0 || r.MaxBytes < 0 || r.Offset < 0)
 }
 
@@ -52,7 +53,17 @@ func decodePull(data []byte) (api.PullRequest, error) {
 	if err := decodeRequest(data, &r); err != nil {
 		return r, err
 	}
+	r.Tags = noEmptyTags(r.Tags)
 	return r, checkRead(r, r.Topic, r.QueueID, r.WaitMs < 0 || r.Max < 0 || r.MaxBytes < 0 || r.Offset < 0)
+}
+
+// noEmptyTags makes "tags":[] the same request as no tags (both mean every message), so that a
+// request reads the same once encoded again, where omitempty leaves an empty list out.
+func noEmptyTags(tags []string) []string {
+	if len(tags) == 0 {
+		return nil
+	}
+	return tags
 }
 
 // checkRead checks what a get and a pull share: no negative number, a valid topic and queue.
