@@ -126,6 +126,9 @@ func (t *engineTarget) Start(ctx context.Context) (string, error) {
 		PendingMsgs:  o.PendingMsgs,
 		PendingBytes: o.PendingBytes,
 		Name:         "bench-engine",
+		// A topic per subject, as the loads name them (t10000 is 10,000 topics); the default
+		// limit would store most subjects of a wide load in one overflow topic.
+		MaxTopics: -1,
 	})
 	if err != nil {
 		return "", err

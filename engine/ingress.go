@@ -22,8 +22,9 @@ func (e *Engine) newIngress(nc *nats.Conn, nopts NATSOptions, parts *route.Parti
 	f := lookup.Finder{Store: e, Indexed: e.index != nil, Written: e.written.Load, Logger: o.Logger}
 	cfg := ingress.Config{
 		Conn: nc, Out: e.in, Subjects: nopts.Subjects, QueueGroup: nopts.QueueGroup,
-		TopicTokens: nopts.TopicTokens, QueuesPerTopic: nopts.QueuesPerTopic,
-		KeysHeader: nopts.KeysHeader, TagsHeader: nopts.TagsHeader, QueueKeyHeader: nopts.QueueKeyHeader,
+		QueuesPerTopic: nopts.QueuesPerTopic,
+		Mapping:        route.Mapping{TopicTokens: nopts.TopicTokens, Patterns: nopts.Topics, MaxTopics: nopts.MaxTopics, KnownTopics: e.cq.Topics()},
+		KeysHeader:     nopts.KeysHeader, TagsHeader: nopts.TagsHeader, QueueKeyHeader: nopts.QueueKeyHeader,
 		Workers: nopts.Workers, WorkerQueue: nopts.WorkerQueue, MaxBatch: nopts.MaxBatch, DrainTimeout: nopts.DrainTimeout,
 		Encode:    &commitlog.EncodeOptions{PropCRC: !o.NoPropCRC, MaxBodySize: o.MaxBodySize},
 		StoreHost: o.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,

@@ -31,7 +31,10 @@ type NATSOptions struct {
 	Subjects   []string
 	QueueGroup string
 	// TopicTokens > 0 takes the first tokens of a subject as the topic and the rest as TAGS.
-	TopicTokens    int
+	TopicTokens int
+	// Topics are declared topics, matched first; MaxTopics limits the rest (see route.Mapping).
+	Topics         []route.TopicPattern
+	MaxTopics      int
 	QueuesPerTopic int
 	KeysHeader     string
 	TagsHeader     string

@@ -184,6 +184,8 @@ no_retention: true
 subjects: ["orders.>", "billing.*"]
 queue_group: workers
 topic_tokens: 1
+topics: ["device.*.temp", "orders.>=orders_all"]
+max_topics: 64
 queues: 16
 keys_header: X-Keys
 tags_header: X-Tags
@@ -276,7 +278,8 @@ func TestConfigEveryKey(t *testing.T) {
 	}
 	wantN := engine.NATSOptions{
 		URL: "nats://a:4222,nats://b:4222", Listen: "127.0.0.1:4333", ServerConfig: filepath.Join(dir, "nats.conf"),
-		QueueGroup: "workers", TopicTokens: 1, QueuesPerTopic: 16,
+		QueueGroup: "workers", TopicTokens: 1, QueuesPerTopic: 16, MaxTopics: 64,
+		Topics:           []route.TopicPattern{{Subjects: "device.*.temp", Topic: "device"}, {Subjects: "orders.>", Topic: "orders_all"}},
 		Partitions:       &route.Partitions{Prefix: "rmq.q", Count: 16, Owned: []int{0, 1, 2, 3, 9}},
 		PartitionSources: []string{"orders.*"},
 		Replicated:       &replicated.Config{StreamPrefix: "P_", Replicas: 5, MaxAge: 24 * time.Hour, PinnedTTL: 3 * time.Second, Consumer: "hot", Name: "e-1"},

@@ -18,6 +18,7 @@ import (
 	"github.com/rocketstore/engine/engine/natsserver"
 	"github.com/rocketstore/engine/stages/ingress/jspull"
 	"github.com/rocketstore/engine/stages/ingress/replicated"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // runCmd is `engine run`: zero configuration runs an embedded nats-server on 127.0.0.1:4222
@@ -72,6 +73,8 @@ type runCmd struct {
 	Subjects       []string      `help:"Subjects to store, comma-separated; wildcards allowed, no two overlapping. Inboxes (_INBOX.>) and $-subjects are never stored." default:">" env:"ENGINE_SUBJECTS" group:"Ingress"`
 	QueueGroup     string        `name:"queue-group" help:"Queue group for the subscriptions, so that several engines share the load (order then holds per engine)." env:"ENGINE_QUEUE_GROUP" group:"Ingress"`
 	TopicTokens    int           `name:"topic-tokens" help:"Take the first N tokens of a subject as the topic and the rest as TAGS (0: the whole subject is the topic)." default:"0" env:"ENGINE_TOPIC_TOKENS" group:"Ingress"`
+	Topics         []string      `help:"Topics declared by subject pattern, comma-separated: PATTERN (orders.> is topic orders, device.*.temp is topic device) or PATTERN=TOPIC. Every subject a pattern matches is stored in its topic, with its subject in NATS_SUBJECT; matched before the rule, no two overlapping." env:"ENGINE_TOPICS" group:"Ingress"`
+	MaxTopics      int           `name:"max-topics" help:"Topics the subject rule may make (declared topics aside); the subjects of any further topic are stored in topic _overflow. -1: no limit." default:"1024" env:"ENGINE_MAX_TOPICS" group:"Ingress"`
 	Queues         int           `help:"Queues per topic." default:"4" env:"ENGINE_QUEUES" group:"Ingress"`
 	KeysHeader     string        `name:"keys-header" help:"Header whose value becomes KEYS (indexed, space-separated)." default:"Rmq-Keys" env:"ENGINE_KEYS_HEADER" group:"Ingress"`
 	TagsHeader     string        `name:"tags-header" help:"Header whose value becomes TAGS." default:"Rmq-Tags" env:"ENGINE_TAGS_HEADER" group:"Ingress"`
@@ -288,7 +291,7 @@ func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions
 	opts.DeleteFilesPerPass, opts.NoRetention = r.DeleteFilesPerPass, r.NoRetention
 	nopts := engine.NATSOptions{
 		URL: r.Server, ServerConfig: r.NATSConfig, Subjects: r.Subjects, QueueGroup: r.QueueGroup,
-		TopicTokens: r.TopicTokens, QueuesPerTopic: r.Queues,
+		TopicTokens: r.TopicTokens, Topics: r.topicPatterns(), MaxTopics: r.MaxTopics, QueuesPerTopic: r.Queues,
 		KeysHeader: r.KeysHeader, TagsHeader: r.TagsHeader, QueueKeyHeader: r.QueueKeyHeader,
 		Workers: r.Workers, PendingMsgs: r.PendingMsgs, PendingBytes: int(r.PendingBytes),
 		NoReply: r.NoReply, Name: r.ConnectionName,
@@ -327,4 +330,15 @@ func (r *runCmd) retention() engine.Retention {
 		DiskMaxUsedRatio: r.DiskMaxUsedRatio, DiskCleanForciblyRatio: r.DiskCleanForciblyRatio,
 		DiskWarningRatio: r.DiskWarningRatio, DeleteFilesPerPass: r.DeleteFilesPerPass, NoRetention: r.NoRetention,
 	}
+}
+
+// topicPatterns parses --topics; the validator has reported what does not parse.
+func (r *runCmd) topicPatterns() []route.TopicPattern {
+	var ps []route.TopicPattern
+	for _, s := range r.Topics {
+		if p, err := route.ParseTopicPattern(s); err == nil {
+			ps = append(ps, p)
+		}
+	}
+	return ps
 }

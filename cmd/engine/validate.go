@@ -16,6 +16,7 @@ import (
 
 	"github.com/rocketstore/engine/engine"
 	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // validate checks the whole configuration of `engine run` and reports every problem at once,
@@ -148,6 +149,15 @@ func (v *validator) ingress() {
 		v.bad("js_filter", "needs js_stream")
 	}
 	v.atLeast("topic_tokens", r.TopicTokens, 0)
+	v.atLeast("max_topics", r.MaxTopics, -1)
+	for _, s := range r.Topics {
+		if _, err := route.ParseTopicPattern(s); err != nil {
+			v.bad("topics", "%v", err)
+		}
+	}
+	if err := route.CheckTopicPatterns(r.topicPatterns()); err != nil {
+		v.bad("topics", "%v", err)
+	}
 	v.atLeast("queues", r.Queues, 1)
 	if r.Queues > ingress.MaxQueuesPerTopic {
 		v.bad("queues", "%d: at most %d (a queue id is a 32-bit int)", r.Queues, ingress.MaxQueuesPerTopic)

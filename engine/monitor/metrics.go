@@ -124,6 +124,8 @@ var (
 	descWorkerQueue   = newDesc("ingress_worker_queue_messages", "Messages waiting in each ingress worker's channel.", "worker")
 	descSubjectCache  = newDesc("ingress_subject_cache_entries", "Subjects in ingress' subject -> topic cache.")
 	descCacheEvict    = newDesc("ingress_subject_cache_evictions_total", "Evictions from ingress' subject cache.")
+	descRuleTopics    = newDesc("ingress_rule_topics", "Topics the subject rule has made or found in the store, counted against the topic limit (--max-topics).")
+	descOverflow      = newDesc("ingress_overflow_routes_total", "Subjects routed to the overflow topic because the topic limit was reached (a subject again after its route left the cache counts again).")
 	descNATSConnected = newDesc("nats_connected", "1 while the engine's NATS connection is connected.")
 	descNATSReconnect = newDesc("nats_reconnects_total", "Reconnections of the engine's NATS connection.")
 	descPartsOwned    = newDesc("partitions_owned", "Partitions this engine takes now (partitioned ingest; absent otherwise).")
@@ -143,7 +145,7 @@ var allDescs = []*prometheus.Desc{
 	descSegments, descSegmentSize, descQueues, descQueuesMapped, descIndexFiles,
 	descRecDuration, descRecRecords, descRecBytes, descRecCut, descRecClean,
 	descReceived, descExcluded, descEncoded, descRefused, descAborted, descDropped, descDroppedTopic, descSlowConsumer,
-	descAcks, descErrorReplies, descReplyFailures, descPending, descWorkerQueue, descSubjectCache, descCacheEvict,
+	descAcks, descErrorReplies, descReplyFailures, descPending, descWorkerQueue, descSubjectCache, descCacheEvict, descRuleTopics, descOverflow,
 	descNATSConnected, descNATSReconnect, descPartsOwned, descReplFloor,
 	prometheus.NewHistogram(syncDurationOpts).Desc(), prometheus.NewHistogram(syncSizeOpts).Desc(),
 }
@@ -268,8 +270,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		for i, d := range in.WorkerDepth {
 			gauge(descWorkerQueue, float64(d), strconv.Itoa(i))
 		}
-		gauge(descSubjectCache, float64(in.CachedSubjects))
-		counter(descCacheEvict, in.CacheEvictions)
+		gauge(descSubjectCache, float64(in.Routes.Cached))
+		counter(descCacheEvict, in.Routes.Evictions)
+		gauge(descRuleTopics, float64(in.Routes.RuleTopics))
+		counter(descOverflow, in.Routes.Overflowed)
 	}
 	if st.server == nil {
 		return

@@ -152,6 +152,9 @@ type StatusIngress struct {
 	WorkerDepth        []int         `json:"worker_depth"`
 	CachedSubjects     int           `json:"cached_subjects"`
 	CacheEvictions     int64         `json:"cache_evictions"`
+	RuleTopics         int           `json:"rule_topics"`
+	MaxTopics          int           `json:"max_topics"`
+	OverflowRoutes     int64         `json:"overflow_routes"`
 }
 
 func statusIngress(in *ingress.Stats) *StatusIngress {
@@ -159,7 +162,8 @@ func statusIngress(in *ingress.Stats) *StatusIngress {
 		Received: in.Received, Excluded: in.Excluded, Encoded: in.Encoded, Rejected: in.Rejected, Failed: in.Failed,
 		Aborted: in.Aborted, Dropped: in.Dropped, Pending: in.Pending, SlowConsumerEvents: in.SlowConsumerEvents,
 		AcksSent: in.AcksSent, ErrorReplies: in.ErrorReplies, ReplyFailures: in.ReplyFailures,
-		WorkerDepth: in.WorkerDepth, CachedSubjects: in.CachedSubjects, CacheEvictions: in.CacheEvictions,
+		WorkerDepth: in.WorkerDepth, CachedSubjects: in.Routes.Cached, CacheEvictions: in.Routes.Evictions,
+		RuleTopics: in.Routes.RuleTopics, MaxTopics: in.Routes.MaxTopics, OverflowRoutes: in.Routes.Overflowed,
 	}
 }
 

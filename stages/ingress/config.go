@@ -62,8 +62,8 @@ type Config struct {
 	// "$" (system and JetStream API subjects) are always excluded, whatever Exclude says.
 	Exclude func(subject string) bool
 
-	// TopicTokens selects the token rule (see route.Mapping); 0 is the default rule.
-	TopicTokens int
+	// Mapping is the subject -> topic rule: declared patterns, the default or token rule, the limit.
+	Mapping route.Mapping
 	// QueuesPerTopic is how many queues each topic has; default 4.
 	QueuesPerTopic int
 	// KeysHeader becomes KEYS (default "Rmq-Keys"); TagsHeader becomes TAGS (default "Rmq-Tags").
@@ -164,8 +164,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Batched != nil && c.QueueGroup != "" {
 		return c, errors.New("ingress: batched acks need every message of a stream to reach one engine: not with a queue group")
 	}
-	if c.TopicTokens < 0 {
-		return c, fmt.Errorf("ingress: Config.TopicTokens is %d, must be 0 or more", c.TopicTokens)
+	if err := c.Mapping.Check(); err != nil {
+		return c, fmt.Errorf("ingress: Config.Mapping: %w", err)
 	}
 	if c.Partitions != nil {
 		parts, err := c.Partitions.Check()

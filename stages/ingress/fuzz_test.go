@@ -46,7 +46,7 @@ const fuzzMaxBody = 512
 func newConverter(t testing.TB, tokens int, withBatched bool) *worker {
 	t.Helper()
 	cfg := Config{
-		Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Workers: 1, TopicTokens: tokens,
+		Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Workers: 1, Mapping: route.Mapping{TopicTokens: tokens},
 		StoreHost: testStoreHost, BornHost: testBornHost,
 		Encode: &commitlog.EncodeOptions{PropCRC: true, MaxBodySize: fuzzMaxBody},
 	}

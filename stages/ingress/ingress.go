@@ -98,7 +98,7 @@ func New(cfg Config) (*Ingress, error) {
 	in := &Ingress{
 		cfg:       cfg,
 		log:       cfg.Logger.With().Str("stage", "ingress").Logger(),
-		router:    route.NewRouter(route.Mapping{TopicTokens: cfg.TopicTokens}, cfg.QueuesPerTopic, cfg.QueueKeyHeader, cfg.SubjectCache, cfg.Partitions),
+		router:    route.NewRouter(cfg.Mapping, cfg.QueuesPerTopic, cfg.QueueKeyHeader, cfg.SubjectCache, cfg.Partitions),
 		rejectLog: bounded.LogLimiter{Interval: cfg.LogInterval},
 		failLog:   bounded.LogLimiter{Interval: cfg.LogInterval},
 		replyLog:  bounded.LogLimiter{Interval: cfg.LogInterval},
@@ -116,6 +116,9 @@ func New(cfg Config) (*Ingress, error) {
 		dropped, pending := in.natsCounts()
 		return dropped, pending, in.counters.slowEvents.Load()
 	}}
+	in.router.OnFirstOverflow(func(s string, max int) {
+		in.log.Warn().Str("subject", s).Int("max_topics", max).Str("topic", route.OverflowTopic).Msg("ingress: topic limit reached: this subject and every later one without a topic of its own are stored in the overflow topic, each with its subject in NATS_SUBJECT; declare topics by subject pattern (--topics 'device.>') or raise --max-topics")
+	})
 	in.src = newSource(in)
 	in.done, in.durable = in.src.done, in.src.durable()
 	// The store's own address, pid and the salt that marks a key as generated (the IndexFile

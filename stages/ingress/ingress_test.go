@@ -121,7 +121,7 @@ func TestHeadersBecomeProperties(t *testing.T) {
 
 func TestTokenRuleStored(t *testing.T) {
 	h := newHarness(t, harnessOpts{cfg: func(c *Config) {
-		c.TopicTokens = 2
+		c.Mapping.TopicTokens = 2
 		c.QueueGroup = "engines"
 		c.Subjects = []string{"app.>"}
 	}})
@@ -407,7 +407,7 @@ func TestConfigErrors(t *testing.T) {
 		"no out":    {Conn: &nats.Conn{}},
 		"inbox sub": {Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Subjects: []string{"_INBOX.>"}},
 		"same hdrs": {Conn: &nats.Conn{}, Out: make(chan *stages.Batch), KeysHeader: "K", TagsHeader: "K"},
-		"neg N":     {Conn: &nats.Conn{}, Out: make(chan *stages.Batch), TopicTokens: -1},
+		"neg N":     {Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Mapping: route.Mapping{TopicTokens: -1}},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: accepted", name)

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rocketstore/engine/stages/ingress/batched"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Stats are ingress's counters since New, read with Ingress.Stats. Per-code maps are keyed by
@@ -39,9 +40,8 @@ type Stats struct {
 	AcksSent, ErrorReplies, ReplyFailures int64
 	// WorkerDepth is the number of messages waiting in each worker's channel.
 	WorkerDepth []int
-	// CachedSubjects is the size of the subject cache; CacheEvictions its evictions so far.
-	CachedSubjects int
-	CacheEvictions int64
+	// Routes are the router's: the subject cache, the topic limit.
+	Routes route.Stats
 	// Batched are the batched-ack counters (zero when batched acks are off).
 	Batched batched.Stats
 	// RestartLookups counts the message ids looked up in the store because a record stored
@@ -75,8 +75,7 @@ func (in *Ingress) Stats() Stats {
 		AcksSent:           c.acks.Load(),
 		ErrorReplies:       c.errReplies.Load(),
 		ReplyFailures:      c.replyFailures.Load(),
-		CachedSubjects:     in.router.Cached(),
-		CacheEvictions:     in.router.Evictions(),
+		Routes:             in.router.Stats(),
 		RestartLookups:     in.restart.lookups.Load(),
 		RestartDuplicates:  in.restart.found.Load(),
 	}

@@ -181,7 +181,7 @@ func TestRecordAckJSON(t *testing.T) {
 }
 
 func TestEncodeRejects(t *testing.T) {
-	in, err := New(Config{Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Workers: 1, TopicTokens: 1})
+	in, err := New(Config{Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Workers: 1, Mapping: route.Mapping{TopicTokens: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

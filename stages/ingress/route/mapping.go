@@ -19,16 +19,49 @@ var (
 	ErrNotMappedTopic = errors.New("ingress: topic is not a mapped subject")
 )
 
-// Mapping is the subject -> topic rule (see the package doc). The zero value is the default rule.
+// Mapping is the subject -> topic rule (see the package doc): declared patterns first, then the
+// default or the token rule, within a limit on the topics the rule makes (the limit is the
+// Router's: it needs state). The zero value is the default rule within DefaultMaxTopics.
 type Mapping struct {
 	// TopicTokens is N of the token rule: the first N tokens form the topic, the rest TAGS.
 	// 0 means the default rule (the whole subject is the topic).
 	TopicTokens int
+	// Patterns are the declared topics (CheckTopicPatterns): they match before the rule and are
+	// never limited.
+	Patterns []TopicPattern
+	// MaxTopics bounds the topics the rule makes: a subject whose topic would be a new one past
+	// it goes to OverflowTopic instead. 0 is DefaultMaxTopics; -1 is no limit.
+	MaxTopics int
+	// KnownTopics are the topics the store already has: they count against MaxTopics, and a
+	// subject whose topic is among them keeps it, so that the limit holds across restarts.
+	KnownTopics []string
+}
+
+// Check checks m: TopicTokens not negative, MaxTopics at least -1, the patterns valid and
+// disjoint (CheckTopicPatterns).
+func (m Mapping) Check() error {
+	if m.TopicTokens < 0 {
+		return fmt.Errorf("TopicTokens is %d, must be 0 or more", m.TopicTokens)
+	}
+	if m.MaxTopics < -1 {
+		return fmt.Errorf("MaxTopics is %d, must be -1 (no limit), 0 (the default, %d) or more", m.MaxTopics, DefaultMaxTopics)
+	}
+	return CheckTopicPatterns(m.Patterns)
 }
 
 // Map returns the topic for subject and, under the token rule, the tags taken from its remaining
-// tokens ("" when there are none). The error wraps ErrInvalidSubject.
+// tokens ("" when there are none). It does not apply the topic limit. The error wraps
+// ErrInvalidSubject.
 func (m Mapping) Map(subject string) (topic, tags string, err error) {
+	topic, tags, _, err = m.mapDeclared(subject)
+	return topic, tags, err
+}
+
+// mapDeclared is Map, and whether a declared pattern chose the topic.
+func (m Mapping) mapDeclared(subject string) (topic, tags string, declared bool, err error) {
+	if topic, ok := declaredTopic(m.Patterns, subject); ok {
+		return topic, "", true, nil
+	}
 	head := subject
 	if m.TopicTokens > 0 {
 		head, tags = splitTokens(subject, m.TopicTokens)
@@ -36,11 +69,11 @@ func (m Mapping) Map(subject string) (topic, tags string, err error) {
 	topic, err = SubjectToTopic(head)
 	if err != nil {
 		if m.TopicTokens > 0 {
-			return "", "", fmt.Errorf("%w (the first %d tokens of %q)", err, m.TopicTokens, subject)
+			return "", "", false, fmt.Errorf("%w (the first %d tokens of %q)", err, m.TopicTokens, subject)
 		}
-		return "", "", err
+		return "", "", false, err
 	}
-	return topic, tags, nil
+	return topic, tags, false, nil
 }
 
 // splitTokens cuts subject after its n-th '.'-separated token: head holds the first n tokens,

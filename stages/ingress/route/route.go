@@ -25,7 +25,13 @@
 // The token rule (TopicTokens = N > 0) makes the first N tokens of the subject the topic,
 // mapped as above, and the remaining tokens, joined by '.', the TAGS property (unless the tags
 // header is present, which wins). A subject with N tokens or fewer is all topic and has no TAGS.
-// N = 0 is the default rule. The route of each subject is cached in a bounded cache
+// N = 0 is the default rule.
+//
+// Declared topics (Mapping.Patterns, TopicPattern) match before either rule: every subject a
+// pattern matches goes to its topic, with no TAGS from the subject. The rule makes at most
+// Mapping.MaxTopics topics (the store's count at start); a subject whose topic would be a new one
+// past that goes to OverflowTopic. A subject that has its topic keeps it: the set of the rule's
+// topics only grows, and is bounded by the limit. The route of each subject is cached in a bounded cache
 // (ingress's Config.SubjectCache entries, evictions counted) because it is on the hot path and
 // subjects can be unbounded in number.
 //
@@ -63,8 +69,11 @@ type Route struct {
 	// Err is set when the subject cannot be stored at all (topic too long, subject not valid as
 	// the NATS_SUBJECT property, or not a literal NATS subject: an empty or a wildcard token,
 	// whitespace); every message of the subject then gets an error reply.
-	Err   error
-	state *topicState
+	Err error
+	// Overflow: the rule's topic would have been a new one past the topic limit, so Topic is
+	// OverflowTopic.
+	Overflow bool
+	state    *topicState
 	// Partition is the message's partition, its queue, under partitioned ingest; -1 otherwise
 	// (whether it is owned is checked for every message: ownership moves). Stored is then the
 	// subject the publisher used, stored as NATS_SUBJECT ("" means the message's own subject).
@@ -94,6 +103,7 @@ type Router struct {
 	keyHdr   string
 	subjects *bounded.Cache[string, *Route]
 	topics   *bounded.Cache[string, *topicState]
+	limit    *topicLimit
 }
 
 // NewRouter makes a router for queues queues per topic, choosing by the queue key header keyHdr,
@@ -106,17 +116,35 @@ func NewRouter(m Mapping, queues int, keyHdr string, cacheSize int, parts *Parti
 		keyHdr:   keyHdr,
 		subjects: bounded.NewCache[string, *Route](cacheSize),
 		topics:   bounded.NewCache[string, *topicState](cacheSize),
+		limit:    newTopicLimit(m),
 	}
 }
 
 // Route returns the cached route of subject.
 func (r *Router) Route(subject string) *Route { return r.subjects.GetOrMake(subject, r.makeRoute) }
 
-// Cached is the number of routes cached; Evictions the routes dropped from the cache so far.
-func (r *Router) Cached() int { return r.subjects.Len() }
+// Stats are a Router's counters.
+type Stats struct {
+	// Cached is the number of routes cached; Evictions the routes dropped from the cache so far.
+	Cached    int
+	Evictions int64
+	// RuleTopics is the number of topics the rule has made or found in the store (0 without a
+	// limit: they are then not tracked), MaxTopics the limit (-1: none); Overflowed the routes
+	// sent to OverflowTopic so far (a subject again after its route left the cache counts again).
+	RuleTopics, MaxTopics int
+	Overflowed            int64
+}
 
-// Evictions: see Cached.
-func (r *Router) Evictions() int64 { return r.subjects.Evictions() }
+// OnFirstOverflow makes f called with the first subject sent to OverflowTopic and the limit (to
+// log it). Call it before the first Route. f runs while the route is made: it must not call
+// the Router.
+func (r *Router) OnFirstOverflow(f func(subject string, max int)) { r.limit.first = f }
+
+// Stats returns the router's counters.
+func (r *Router) Stats() Stats {
+	return Stats{Cached: r.subjects.Len(), Evictions: r.subjects.Evictions(),
+		RuleTopics: r.limit.count(), MaxTopics: r.limit.max, Overflowed: r.limit.overflowed.Load()}
+}
 
 func (r *Router) makeRoute(subject string) *Route {
 	rt := &Route{Partition: -1}
@@ -135,7 +163,11 @@ func (r *Router) makeRoute(subject string) *Route {
 		if err := commitlog.CheckProperty(PropNatsSubject, mapped); err != nil {
 			rt.Err = fmt.Errorf("%w: %w", ErrInvalidSubject, err)
 		} else if rt.Err = CheckPublishedSubject(mapped); rt.Err == nil {
-			rt.Topic, rt.Tags, rt.Err = r.mapping.Map(mapped)
+			var declared bool
+			rt.Topic, rt.Tags, declared, rt.Err = r.mapping.mapDeclared(mapped)
+			if rt.Err == nil && !declared && !r.limit.admit(mapped, rt.Topic) {
+				rt.Topic, rt.Overflow = OverflowTopic, true
+			}
 		}
 	}
 	if rt.Err != nil {

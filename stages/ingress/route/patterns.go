@@ -1,0 +1,113 @@
+package route
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
+)
+
+// TopicPattern declares a topic by the subjects it holds, as a JetStream stream declares its
+// subjects: every subject Subjects matches is stored in Topic, each message with its own subject
+// in NATS_SUBJECT. One topic for a whole subject space (device.*.temp, orders.>) keeps its
+// files to one topic's queues however many subjects there are.
+type TopicPattern struct {
+	// Subjects is a subscription subject: literal tokens, '*' for one token, '>' for the rest.
+	Subjects string
+	// Topic is where its messages go: a valid RocketMQ topic.
+	Topic string
+}
+
+// ParseTopicPattern parses "PATTERN" or "PATTERN=TOPIC". Without "=TOPIC", the topic is the
+// pattern's literal tokens before its first wildcard, mapped by the default rule (orders.> is
+// topic orders, device.*.temp is topic device); a pattern that starts with a wildcard needs a
+// name. The '=' taken is the last one, since a topic never holds one and a subject may.
+func ParseTopicPattern(s string) (TopicPattern, error) {
+	p := TopicPattern{Subjects: s}
+	if i := strings.LastIndexByte(s, '='); i >= 0 {
+		p.Subjects, p.Topic = s[:i], s[i+1:]
+		if err := commitlog.ValidateTopic(p.Topic); err != nil {
+			return p, fmt.Errorf("topic pattern %q: %w", s, err)
+		}
+	}
+	if why := checkSubjectTokens(p.Subjects, true); why != "" {
+		return p, fmt.Errorf("topic pattern %q: %q is not a valid NATS subject pattern: %s", s, p.Subjects, why)
+	}
+	if p.Topic == "" {
+		lit := literalPrefix(p.Subjects)
+		if lit == "" {
+			return p, fmt.Errorf("topic pattern %q starts with a wildcard: name its topic (%s=TOPIC)", s, s)
+		}
+		topic, err := SubjectToTopic(lit)
+		if err != nil {
+			return p, fmt.Errorf("topic pattern %q: %w; name its topic (%s=TOPIC)", s, err, s)
+		}
+		p.Topic = topic
+	}
+	return p, nil
+}
+
+// literalPrefix is pattern's tokens before its first wildcard, joined by '.'.
+func literalPrefix(pattern string) string {
+	end := 0
+	for rest := pattern; rest != ""; {
+		tok, after, more := strings.Cut(rest, ".")
+		if tok == "*" || tok == ">" {
+			break
+		}
+		end += len(tok)
+		if more {
+			end++
+		}
+		rest = after
+	}
+	return strings.TrimSuffix(pattern[:end], ".")
+}
+
+// CheckTopicPatterns checks declared patterns: each valid (as ParseTopicPattern makes them),
+// and no two overlapping, so that every subject has at most one declared topic whatever the
+// order of the declarations.
+func CheckTopicPatterns(ps []TopicPattern) error {
+	for i, p := range ps {
+		if why := checkSubjectTokens(p.Subjects, true); why != "" {
+			return fmt.Errorf("topic pattern %q is not a valid NATS subject pattern: %s", p.Subjects, why)
+		}
+		if err := commitlog.ValidateTopic(p.Topic); err != nil {
+			return fmt.Errorf("topic pattern %q: %w", p.Subjects, err)
+		}
+		for _, prev := range ps[:i] {
+			if subjectsOverlap(prev.Subjects, p.Subjects) {
+				return fmt.Errorf("topic patterns %q and %q overlap: a subject matching both would have two "+
+					"topics; make them disjoint", prev.Subjects, p.Subjects)
+			}
+		}
+	}
+	return nil
+}
+
+// MatchSubject reports whether the literal subject matches the subscription pattern.
+func MatchSubject(pattern, subject string) bool {
+	for {
+		tp, rp, moreP := strings.Cut(pattern, ".")
+		ts, rs, moreS := strings.Cut(subject, ".")
+		switch {
+		case tp == ">":
+			return true // the pattern is valid: '>' is its last token, and takes one or more
+		case tp != "*" && tp != ts:
+			return false
+		case !moreP || !moreS:
+			return moreP == moreS
+		}
+		pattern, subject = rp, rs
+	}
+}
+
+// declaredTopic is the topic of the first pattern subject matches.
+func declaredTopic(ps []TopicPattern, subject string) (string, bool) {
+	for _, p := range ps {
+		if MatchSubject(p.Subjects, subject) {
+			return p.Topic, true
+		}
+	}
+	return "", false
+}
