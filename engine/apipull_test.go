@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/rocketstore/engine/engine/replay"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Tests of the pull endpoint, as the read API's tests: a served engine on an embedded
@@ -507,5 +509,44 @@ func TestPullErrors(t *testing.T) {
 	defer fakeSub.Unsubscribe()
 	if _, err := none.Pull(a.ctx, api.PullRequest{Topic: ack.Topic}); api.CodeOf(err) != 501 {
 		t.Fatalf("pull answered by a JSON error: %v", err)
+	}
+}
+
+// TestConsumerSubjectFilter: the Go consumer with a subject pattern reads exactly the messages
+// of a declared topic whose subjects match it, across pulls.
+func TestConsumerSubjectFilter(t *testing.T) {
+	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1,
+		Topics: []route.TopicPattern{{Subjects: "device.*.temp", Topic: "device"}}})
+	var want []int
+	for i := range 40 {
+		subject := fmt.Sprintf("device.%d.temp", i%4)
+		if ack := a.store(t, apiMsg(subject, i)); ack.Topic != "device" {
+			t.Fatalf("%s stored in %s", subject, ack.Topic)
+		}
+		if i%4 == 1 {
+			want = append(want, i)
+		}
+	}
+	k := a.client.NewConsumer(api.ConsumerConfig{Topic: "device", Max: 3, Subject: "device.1.temp"})
+	defer k.Close()
+	var got []int
+	for range 40 {
+		b, err := k.Next(a.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Messages) == 0 {
+			break
+		}
+		for _, m := range b.Messages {
+			if s := m.Header.Get("Rs-Subject"); s != "device.1.temp" {
+				t.Fatalf("message on %q", s)
+			}
+			n, _ := strconv.Atoi(string(m.Body[len("body-") : len("body-")+3]))
+			got = append(got, n)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("consumer on device.1.temp read %v, want %v", got, want)
 	}
 }

@@ -290,7 +290,7 @@ func (s *offlineSource) explain(err error) error {
 // a message arrives or the wait ends.
 func (s *offlineSource) get(ctx context.Context, req api.GetRequest) (*api.GetReply, error) {
 	rreq := reader.GetRequest{Topic: req.Topic, QueueID: req.QueueID, Offset: req.Offset, Max: req.Max,
-		MaxBytes: req.MaxBytes, Tags: req.Tags}
+		MaxBytes: req.MaxBytes, Tags: req.Tags, Subject: req.Subject}
 	res, err := s.r.Get(ctx, rreq)
 	if err == nil && req.WaitMs > 0 && atQueueHead(res, rreq.Offset) {
 		deadline := time.NewTimer(time.Duration(req.WaitMs) * time.Millisecond)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/internal/natssubject"
 	"github.com/rocketstore/engine/internal/reader"
 )
 
@@ -22,6 +23,7 @@ type getCmd struct {
 	Offset int64         `placeholder:"N" help:"Queue offset of the first message; -1 (the default): the queue's first offset." default:"-1"`
 	Count  int           `short:"n" placeholder:"K" help:"Messages to print at most, read in as many requests as it takes (default 32)." default:"32"`
 	Tags   []string      `help:"Only messages whose TAGS is one of these, comma-separated."`
+	Subj   string        `name:"subject" placeholder:"SUBJECT" help:"Only messages whose NATS subject matches this subject or pattern (device.*.temp, orders.>)."`
 	Wait   time.Duration `help:"At the head of the queue, wait up to this long for a message (at most 1m; offline, the store is looked at again every 100ms)."`
 	JSON   bool          `name:"json" help:"Print one JSON object per message (NDJSON) instead of a table."`
 }
@@ -37,6 +39,9 @@ func (c *getCmd) Validate() error {
 		return errors.New("--offset must be a queue offset (>= 0), or -1 for the queue's first")
 	case c.Wait < 0 || c.Wait > api.MaxWaitMs*time.Millisecond:
 		return fmt.Errorf("--wait must be between 0 and %v", api.MaxWaitMs*time.Millisecond)
+	}
+	if why := natssubject.Check(c.Subj, true); c.Subj != "" && why != "" {
+		return fmt.Errorf("--subject %q is not a NATS subject or pattern: %s", c.Subj, why)
 	}
 	return nil
 }
@@ -88,7 +93,7 @@ func (c *getCmd) read(ctx context.Context, src readSource) (getOutcome, error) {
 	var out getOutcome
 	off := max(c.Offset, 0)
 	for len(out.msgs) < c.Count {
-		req := api.GetRequest{Topic: c.Topic, QueueID: c.Queue, Offset: off, Tags: c.Tags,
+		req := api.GetRequest{Topic: c.Topic, QueueID: c.Queue, Offset: off, Tags: c.Tags, Subject: c.Subj,
 			Max: min(c.Count-len(out.msgs), reader.MaxGetMax)}
 		if len(out.msgs) == 0 {
 			req.WaitMs = c.Wait.Milliseconds()
@@ -153,7 +158,7 @@ func (c *getCmd) statusLine(out getOutcome) string {
 	case api.StatusNoMessageInQueue:
 		s += ": the queue has never held a message"
 	case api.StatusNoMatchedMessage:
-		s += fmt.Sprintf(": no message tagged %s", strings.Join(c.Tags, " or "))
+		s += ": no message " + c.filterText()
 	case api.StatusOffsetFoundNull:
 		s += ": the messages there were deleted by retention"
 	}
@@ -420,4 +425,16 @@ func (c *topicsCmd) execute(ctx context.Context, stdout, _ io.Writer) error {
 func isTTY(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && isTerminal(f)
+}
+
+// filterText says what the filters asked for, for "no matched message".
+func (c *getCmd) filterText() string {
+	var f []string
+	if len(c.Tags) > 0 {
+		f = append(f, "tagged "+strings.Join(c.Tags, " or "))
+	}
+	if c.Subj != "" {
+		f = append(f, "on subject "+c.Subj)
+	}
+	return strings.Join(f, " and ")
 }

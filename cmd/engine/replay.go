@@ -35,6 +35,7 @@ type replayCmd struct {
 	Time   timeArg  `help:"Start each queue at its first message stored at or after TIME (RFC 3339, Unix ms, now, or relative: --time=-1h)." placeholder:"TIME" xor:"start" required:""`
 	To     string   `help:"Subject to publish the messages on (no wildcards). In acked mode a receiver there must respond to each message: this command only watches." required:"" placeholder:"SUBJECT"`
 	Tags   []string `help:"Only messages whose TAGS is one of these, comma-separated."`
+	Subj   string   `name:"subject" placeholder:"SUBJECT" help:"Only messages whose NATS subject matches this subject or pattern (device.*.temp)."`
 
 	Acked       bool          `help:"Acked mode (the default): each message is a request the receiver acks by responding; unacked ones are sent again." xor:"mode"`
 	MaxInFlight int           `placeholder:"N" help:"Acked mode: unacked messages at most (default 256)."`
@@ -88,7 +89,7 @@ type replayOutcome struct {
 }
 
 func (c *replayCmd) request() api.ReplayRequest {
-	req := api.ReplayRequest{Topic: c.Topic, Queues: c.Queue, Subject: c.To, StartOffset: c.Offset, Tags: c.Tags,
+	req := api.ReplayRequest{Topic: c.Topic, Queues: c.Queue, Subject: c.To, StartOffset: c.Offset, Tags: c.Tags, FilterSubject: c.Subj,
 		MaxInFlight: c.MaxInFlight, AckWaitMs: c.AckWait.Milliseconds(), MaxDeliver: c.MaxDeliver}
 	if c.Time.set {
 		req.StartOffset, req.StartTime = 0, c.Time.ms

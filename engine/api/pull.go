@@ -93,6 +93,9 @@ type PullRequest struct {
 	MaxBytes int `json:"maxBytes,omitempty"`
 	// Tags keeps only messages whose TAGS is one of them; empty or "*": every message.
 	Tags []string `json:"tags,omitempty"`
+	// Subject keeps only messages whose NATS subject (NATS_SUBJECT) matches it: a subject, or a
+	// pattern with '*' and '>' ("device.*.temp"); empty: every message.
+	Subject string `json:"subject,omitempty"`
 	// WaitMs > 0 makes a pull at the head of the queue wait that long for a message (long
 	// polling), at most MaxWaitMs.
 	WaitMs int64 `json:"waitMs,omitempty"`
@@ -338,6 +341,8 @@ type ConsumerConfig struct {
 	MaxBytes int
 	// Tags keeps only messages whose TAGS is one of them.
 	Tags []string
+	// Subject keeps only messages whose NATS subject matches it (a subject or a pattern).
+	Subject string
 	// WaitMs > 0: a pull at the head of the queue waits that long for a message; the Consumer
 	// then follows the head, with a pull always waiting there.
 	WaitMs int64
@@ -434,7 +439,7 @@ func (k *Consumer) Next(ctx context.Context) (*PullResult, error) {
 
 func (k *Consumer) request() PullRequest {
 	return PullRequest{Topic: k.cfg.Topic, QueueID: k.cfg.QueueID, Offset: k.offset, Max: k.cfg.Max,
-		MaxBytes: k.cfg.MaxBytes, Tags: k.cfg.Tags, WaitMs: k.cfg.WaitMs}
+		MaxBytes: k.cfg.MaxBytes, Tags: k.cfg.Tags, Subject: k.cfg.Subject, WaitMs: k.cfg.WaitMs}
 }
 
 // prefetch starts the pull from k.offset on a goroutine of its own; Next or Close collects it.

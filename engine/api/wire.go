@@ -111,6 +111,9 @@ type GetRequest struct {
 	MaxBytes int `json:"maxBytes,omitempty"`
 	// Tags keeps only messages whose TAGS is one of them; empty or "*": every message.
 	Tags []string `json:"tags,omitempty"`
+	// Subject keeps only messages whose NATS subject (NATS_SUBJECT) matches it: a subject, or a
+	// pattern with '*' and '>' ("device.*.temp"); empty: every message.
+	Subject string `json:"subject,omitempty"`
 	// WaitMs > 0 makes a get at the head of the queue wait that long for a message (long
 	// polling), at most MaxWaitMs.
 	WaitMs int64 `json:"waitMs,omitempty"`
@@ -267,6 +270,8 @@ type ReplayRequest struct {
 	StartTime int64 `json:"startTime,omitempty"`
 	// Tags keeps only messages whose TAGS is one of them.
 	Tags []string `json:"tags,omitempty"`
+	// FilterSubject keeps only messages whose NATS subject matches it (a subject or a pattern).
+	FilterSubject string `json:"filterSubject,omitempty"`
 	// Mode is ReplayAcked ("", the default) or ReplayPaced.
 	Mode string `json:"mode,omitempty"`
 	// Acked mode: at most MaxInFlight unacked messages (DefaultMaxInFlight), each sent again

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/engine/replay"
+	"github.com/rocketstore/engine/internal/natssubject"
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 )
@@ -45,6 +46,9 @@ func decodeGet(data []byte) (api.GetRequest, error) {
 		return r, err
 	}
 	r.Tags = noEmptyTags(r.Tags)
+	if err := checkSubjectFilter(r.Subject); err != nil {
+		return r, err
+	}
 	return r, checkRead(r, r.Topic, r.QueueID, r.WaitMs < 0 || r.Max < 0 || r.MaxBytes < 0 || r.Offset < 0)
 }
 
@@ -54,6 +58,9 @@ func decodePull(data []byte) (api.PullRequest, error) {
 		return r, err
 	}
 	r.Tags = noEmptyTags(r.Tags)
+	if err := checkSubjectFilter(r.Subject); err != nil {
+		return r, err
+	}
 	return r, checkRead(r, r.Topic, r.QueueID, r.WaitMs < 0 || r.Max < 0 || r.MaxBytes < 0 || r.Offset < 0)
 }
 
@@ -64,6 +71,17 @@ func noEmptyTags(tags []string) []string {
 		return nil
 	}
 	return tags
+}
+
+// checkSubjectFilter checks a get's or a pull's subject filter: empty, a subject or a pattern.
+func checkSubjectFilter(subject string) error {
+	if subject == "" {
+		return nil
+	}
+	if why := natssubject.Check(subject, true); why != "" {
+		return badRequest{fmt.Errorf("subject %.200q is not a NATS subject or pattern: %s", subject, why)}
+	}
+	return nil
 }
 
 // checkRead checks what a get and a pull share: no negative number, a valid topic and queue.
@@ -203,12 +221,15 @@ func decodeReplay(data []byte, prefix string) (replay.Request, error) {
 	if r.Subject == prefix || strings.HasPrefix(r.Subject, prefix+".") {
 		return replay.Request{}, badRequest{fmt.Errorf("subject %q is under the read API's prefix", r.Subject)}
 	}
+	if err := checkSubjectFilter(r.FilterSubject); err != nil {
+		return replay.Request{}, err
+	}
 	if r.AckWaitMs < 0 || r.AckWaitMs > maxAckWaitMs {
 		return replay.Request{}, badRequest{fmt.Errorf("ackWaitMs %d: want 0 to %d", r.AckWaitMs, maxAckWaitMs)}
 	}
 	req := replay.Request{
 		Subject: r.Subject, Topic: r.Topic, Queues: r.Queues, StartOffset: r.StartOffset,
-		StartTime: r.StartTime, Tags: r.Tags, MaxInFlight: r.MaxInFlight,
+		StartTime: r.StartTime, Tags: r.Tags, FilterSubject: r.FilterSubject, MaxInFlight: r.MaxInFlight,
 		AckWait: time.Duration(r.AckWaitMs) * time.Millisecond, MaxDeliver: r.MaxDeliver, Rate: r.Rate,
 	}
 	switch r.Mode {

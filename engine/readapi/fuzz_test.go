@@ -8,6 +8,7 @@ import (
 
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/engine/replay"
+	"github.com/rocketstore/engine/internal/natssubject"
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 )
@@ -59,6 +60,8 @@ var apiSeeds = []string{
 	`{"topic":"x","subject":"out","ackWaitMs":-9223372036854775808}`, `{"topic":"x","subject":"out","queues":[-1]}`,
 	`{"topic":"x","subject":"out","startOffset":1,"startTime":1}`, `{"topic":"x","subject":"out","maxInFlight":1000000}`,
 	`{"topic":"x","subject":"out","maxDeliver":-1}`, `{"topic":"x","subject":"out","rate":"fast"}`,
+	`{"topic":"device","queueId":0,"subject":"device.*.temp"}`, `{"topic":"device","subject":"device.>.x"}`,
+	`{"topic":"device","subject":"device..temp"}`, `{"topic":"device","subject":"device.7.temp","tags":["a"]}`,
 }
 
 // FuzzAPIRequest drives the read API's request decoding for every endpoint: whatever the bytes,
@@ -112,14 +115,21 @@ func checkDecoded(t *testing.T, endpoint string, data []byte, req any) {
 			fail(err.Error())
 		}
 	}
+	subjectFilter := func(s string) {
+		if s != "" && natssubject.Check(s, true) != "" {
+			fail("an invalid subject filter")
+		}
+	}
 	switch r := req.(type) {
 	case api.GetRequest:
 		topic(r.Topic)
+		subjectFilter(r.Subject)
 		if r.QueueID < 0 || r.Offset < 0 || r.Max < 0 || r.MaxBytes < 0 || r.WaitMs < 0 {
 			fail("a negative field")
 		}
 	case api.PullRequest:
 		topic(r.Topic)
+		subjectFilter(r.Subject)
 		if r.QueueID < 0 || r.Offset < 0 || r.Max < 0 || r.MaxBytes < 0 || r.WaitMs < 0 {
 			fail("a negative field")
 		}

@@ -67,7 +67,7 @@ func (s *Service) get(r api.GetRequest, skipWait, owned bool) ([]byte, error) {
 	asked := orDefault(r.MaxBytes, reader.DefaultGetMaxBytes)
 	fit := max((limit-envelopeRoom)/4*3, 1) // base64 makes every byte 4/3; the rest is checked below
 	gr := reader.GetRequest{Topic: r.Topic, QueueID: r.QueueID, Offset: r.Offset, Max: r.Max,
-		MaxBytes: min(asked, fit), Tags: r.Tags, UnknownIsEmpty: owned}
+		MaxBytes: min(asked, fit), Tags: r.Tags, Subject: r.Subject, UnknownIsEmpty: owned}
 	if !skipWait {
 		gr.Wait = time.Duration(min(r.WaitMs, api.MaxWaitMs)) * time.Millisecond
 	}

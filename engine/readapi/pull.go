@@ -207,7 +207,7 @@ func (s *Service) pull(r api.PullRequest, reply string, skipWait, owned bool) {
 	// the last ended, until the bounds are reached or a Get finds nothing more now.
 	for count < maxMsgs && bytes < maxBytes {
 		gr := reader.GetRequest{Topic: r.Topic, QueueID: r.QueueID, Offset: next, Max: min(maxMsgs-count, reader.MaxGetMax),
-			MaxBytes: maxBytes - bytes, Tags: r.Tags, NoPropertyMap: true, UnknownIsEmpty: owned}
+			MaxBytes: maxBytes - bytes, Tags: r.Tags, Subject: r.Subject, NoPropertyMap: true, UnknownIsEmpty: owned}
 		if count == 0 {
 			gr.Wait = wait // only while nothing was found
 		}

@@ -21,6 +21,7 @@ type source struct {
 	store      Store
 	topic      string
 	tags       []string
+	subject    string
 	batchBytes int
 	queues     []*queue
 }
@@ -60,7 +61,7 @@ func (s *source) fill(ctx context.Context, q *queue) error {
 			return err
 		}
 		res, err := s.store.Get(ctx, reader.GetRequest{
-			Topic: s.topic, QueueID: q.id, Offset: q.next, Max: replayBatch, MaxBytes: s.batchBytes, Tags: s.tags,
+			Topic: s.topic, QueueID: q.id, Offset: q.next, Max: replayBatch, MaxBytes: s.batchBytes, Tags: s.tags, Subject: s.subject,
 		})
 		if err != nil {
 			return fmt.Errorf("engine: replay: read %s/%d at %d: %w", s.topic, q.id, q.next, err)

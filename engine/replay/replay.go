@@ -81,6 +81,8 @@ type Request struct {
 	StartTime   int64
 	// Tags keeps only messages whose TAGS is one of them (empty: every message).
 	Tags []string
+	// FilterSubject keeps only messages whose NATS subject matches it ("": every message).
+	FilterSubject string
 
 	Mode Mode
 	// Acked: MaxInFlight unacked messages at most (api.DefaultMaxInFlight); a message not acked
@@ -193,7 +195,7 @@ func Prepare(st Store, req Request) (*Replay, error) {
 			return nil, fmt.Errorf("%w: %s/%d", reader.ErrUnknownQueue, req.Topic, id)
 		}
 	}
-	r.src = source{store: st, topic: req.Topic, tags: req.Tags,
+	r.src = source{store: st, topic: req.Topic, tags: req.Tags, subject: req.FilterSubject,
 		batchBytes: max(64<<10, replayBatchBytes/max(len(r.queues), 1))}
 	for _, q := range r.queues {
 		r.src.queues = append(r.src.queues, &queue{id: q.QueueID, next: q.Start, stop: q.Stop})

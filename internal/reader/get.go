@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rocketstore/engine/internal/natssubject"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
 	"github.com/rocketstore/engine/internal/store/javahash"
@@ -45,6 +46,10 @@ type GetRequest struct {
 	// Tags filters by the TAGS property: a message is returned only if its TAGS equals one of
 	// them exactly. Empty, or containing "*", means every message; "" entries are ignored.
 	Tags []string
+	// Subject filters by the NATS_SUBJECT property: a NATS subject, or a pattern with '*' and
+	// '>' (natssubject.Check with wildcards); "" means every message. A record without the
+	// property never matches a subject filter.
+	Subject string
 	// Wait makes a Get at the head of the queue wait up to this long for a new message
 	// (long polling). Ignored by an offline Reader.
 	Wait time.Duration
@@ -282,6 +287,12 @@ func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFil
 			}
 			if !f.all {
 				if tags, _ := v.Properties().Get(commitlog.PropTags); !f.tagsMatch(tags) {
+					r.skipped(res, NoMatchedMessage)
+					continue
+				}
+			}
+			if req.Subject != "" {
+				if s, ok := v.Properties().Get(natssubject.Property); !ok || !natssubject.Match(req.Subject, s) {
 					r.skipped(res, NoMatchedMessage)
 					continue
 				}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rocketstore/engine/internal/natssubject"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/segment"
 	"github.com/rocketstore/engine/internal/vfs"
@@ -439,5 +440,49 @@ func TestGetCorrupt(t *testing.T) {
 	}
 	if _, err := s.r.OffsetForTime("T", 0, s.clock); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("OffsetForTime over the damaged record: %v", err)
+	}
+}
+
+// TestGetSubjectFilter: a subject filter returns exactly the messages whose NATS_SUBJECT it
+// matches, literal or with wildcards, with the tag filter when both are given; a record without
+// the property matches no subject filter, and a filter that matches nothing consumes every unit.
+func TestGetSubjectFilter(t *testing.T) {
+	s := newTestStore(t, vfs.NewMem(), "/store", small)
+	subjects := []string{"device.1.temp", "device.2.temp", "device.1.hum", "", "device.10.temp", "device.1.temp.raw", "device.1.temp"}
+	for i, subj := range subjects {
+		m := msg{body: body(i)}
+		if subj != "" {
+			m.props = [][2]string{{natssubject.Property, subj}}
+		}
+		if i%2 == 0 {
+			m.tags = "even"
+		}
+		s.put(m)
+	}
+	for _, c := range []struct {
+		subject string
+		tags    []string
+		want    []int64
+	}{
+		{"device.1.temp", nil, []int64{0, 6}},
+		{"device.*.temp", nil, []int64{0, 1, 4, 6}},
+		{"device.1.>", nil, []int64{0, 2, 5, 6}},
+		{"device.>", nil, []int64{0, 1, 2, 4, 5, 6}},
+		{">", nil, []int64{0, 1, 2, 4, 5, 6}},
+		{"device.*.temp", []string{"even"}, []int64{0, 4, 6}},
+		{"", nil, []int64{0, 1, 2, 3, 4, 5, 6}},
+	} {
+		res := get(t, s.r, GetRequest{Topic: "T", Subject: c.subject, Tags: c.tags})
+		var offs []int64
+		for _, m := range res.Messages {
+			offs = append(offs, m.QueueOffset)
+		}
+		if fmt.Sprint(offs) != fmt.Sprint(c.want) || res.NextOffset != int64(len(subjects)) {
+			t.Errorf("subject %q tags %q: offsets %v next %d, want %v next %d", c.subject, c.tags, offs, res.NextOffset, c.want, len(subjects))
+		}
+	}
+	res := get(t, s.r, GetRequest{Topic: "T", Subject: "other.>"})
+	if res.Status != NoMatchedMessage || res.NextOffset != int64(len(subjects)) || len(res.Messages) != 0 {
+		t.Fatalf("no match: %v next %d, %d messages", res.Status, res.NextOffset, len(res.Messages))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/rocketstore/engine/internal/natssubject"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages"
 	"github.com/rocketstore/engine/stages/ingress/batched"
@@ -200,7 +201,7 @@ func (c Config) withDefaults() (Config, error) {
 	if err := route.CheckSubscriptions(c.Subjects); err != nil {
 		return c, err
 	}
-	if strings.IndexFunc(c.QueueGroup, func(r rune) bool { return r < utf8.RuneSelf && route.SubjectSpace(byte(r)) }) >= 0 {
+	if strings.IndexFunc(c.QueueGroup, func(r rune) bool { return r < utf8.RuneSelf && natssubject.Space(byte(r)) }) >= 0 {
 		return c, fmt.Errorf("ingress: queue group %q has whitespace, which NATS refuses", c.QueueGroup)
 	}
 	if c.QueuesPerTopic <= 0 {

@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -126,4 +129,162 @@ func countLogs(p *engine, prefix string) int {
 		}
 		from = i + 1
 	}
+}
+
+// TestReadBySubject: get and pull on the wire and `engine get` online and offline take a subject
+// or a pattern within a topic and return exactly the messages on matching subjects, in order;
+// an invalid subject filter is a 400 (a usage error for the CLI). README, "Read it back".
+func TestReadBySubject(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := startEngine(t, dir, "--topics", "device.*.temp", "--queues", "1")
+	nc := connect(t, e.url)
+	subjects := []string{"device.1.temp", "device.2.temp", "device.1.temp", "device.3.temp", "device.1.temp", "device.22.temp"}
+	var last ack
+	for i, s := range subjects {
+		last = stored(t, nc, msg(s, fmt.Sprint(i)))
+	}
+	waitReadable(t, nc, last)
+	want := func(filter string) (bodies []string) {
+		for i, s := range subjects {
+			if natsMatch(filter, s) {
+				bodies = append(bodies, fmt.Sprint(i))
+			}
+		}
+		return bodies
+	}
+	bodiesOf := func(msgs []map[string]any) (bodies []string) {
+		for _, m := range msgs {
+			b, _ := base64.StdEncoding.DecodeString(fmt.Sprint(m["body"]))
+			bodies = append(bodies, string(b))
+		}
+		return bodies
+	}
+	for _, filter := range []string{"device.1.temp", "device.*.temp", "device.>", "device.2.temp", "device.9.temp"} {
+		req, _ := json.Marshal(map[string]any{"topic": "device", "queueId": 0, "offset": 0, "max": 100, "subject": filter})
+		rep, err := nc.Request("$RS.API.get", req, waitTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Messages []map[string]any `json:"messages"`
+			Status   string           `json:"status"`
+		}
+		if err := json.Unmarshal(rep.Data, &got); err != nil {
+			t.Fatalf("get %s: %q: %v", filter, rep.Data, err)
+		}
+		if b := bodiesOf(got.Messages); !slices.Equal(b, want(filter)) {
+			t.Errorf("get subject %s: bodies %v (%s), want %v", filter, b, got.Status, want(filter))
+		}
+		if b := pullBodies(t, nc, map[string]any{"topic": "device", "queueId": 0, "offset": 0, "max": 100, "subject": filter}); !slices.Equal(b, want(filter)) {
+			t.Errorf("pull subject %s: bodies %v, want %v", filter, b, want(filter))
+		}
+		r := runCLI(t, append([]string{"get", "--topic", "device", "--queue", "0", "--subject", filter, "--json"}, online(e.url)...)...)
+		if b := bodiesOf(ndjsonOrNone(t, r.stdout)); !slices.Equal(b, want(filter)) {
+			t.Errorf("engine get --subject %s online: bodies %v (exit %d, %s), want %v", filter, b, r.code, r.stderr, want(filter))
+		}
+	}
+	// A replay of one subject of the topic, paced, onto a subject a plain subscriber reads.
+	out := make(chan *nats.Msg, 64)
+	sub, err := nc.ChanSubscribe("replayed.device", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, append([]string{"replay", "--topic", "device", "--offset", "0", "--to", "replayed.device",
+		"--rate", "1000", "--subject", "device.1.temp"}, online(e.url)...)...); r.code != 0 {
+		t.Fatalf("engine replay --subject: exit %d: %s", r.code, r.stderr)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var replayed []string
+	for end := false; !end; {
+		select {
+		case m := <-out:
+			if end = m.Header.Get("Rs-Replay-End") == "true"; end {
+				if n := m.Header.Get("Rs-Replay-Count"); n != fmt.Sprint(len(want("device.1.temp"))) {
+					t.Errorf("replay end: count %s, want %d", n, len(want("device.1.temp")))
+				}
+				continue
+			}
+			replayed = append(replayed, string(m.Data))
+		case <-time.After(waitTimeout):
+			t.Fatalf("replayed %v and no end, want %v", replayed, want("device.1.temp"))
+		}
+	}
+	sub.Unsubscribe()
+	if !slices.Equal(replayed, want("device.1.temp")) {
+		t.Errorf("replay --subject device.1.temp sent %v, want %v", replayed, want("device.1.temp"))
+	}
+	rep, err := nc.Request("$RS.API.get", []byte(`{"topic":"device","queueId":0,"subject":"device..temp"}`), waitTimeout)
+	if err != nil || !strings.Contains(string(rep.Data), `"code":400`) || !strings.Contains(string(rep.Data), "subject") {
+		t.Errorf("an invalid subject filter: %s, %v; want a 400 naming it", rep.Data, err)
+	}
+	e.stop()
+	r := runCLI(t, append([]string{"get", "--topic", "device", "--queue", "0", "--subject", "device.1.temp", "--json"}, offline(dir)...)...)
+	if b := bodiesOf(ndjsonOrNone(t, r.stdout)); !slices.Equal(b, want("device.1.temp")) {
+		t.Errorf("engine get --subject offline: bodies %v (exit %d, %s)", b, r.code, r.stderr)
+	}
+	if r := runCLI(t, append([]string{"get", "--topic", "device", "--queue", "0", "--subject", "a b"}, offline(dir)...)...); r.code == 0 ||
+		!strings.Contains(r.stderr, "--subject") {
+		t.Errorf("engine get --subject 'a b': exit %d, %s", r.code, r.stderr)
+	}
+}
+
+// pullBodies runs one $RS.API.pull and returns the bodies of the messages it sent.
+func pullBodies(t *testing.T, nc *nats.Conn, req map[string]any) []string {
+	t.Helper()
+	inbox := nats.NewInbox()
+	got := make(chan *nats.Msg, 64)
+	sub, err := nc.ChanSubscribe(inbox, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	data, _ := json.Marshal(req)
+	if err := nc.PublishRequest("$RS.API.pull", inbox, data); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.NewTimer(waitTimeout)
+	defer timeout.Stop()
+	var bodies []string
+	for range 1000 {
+		select {
+		case m := <-got:
+			if m.Reply == "" { // the end message
+				return bodies
+			}
+			bodies = append(bodies, string(m.Data))
+		case <-timeout.C:
+			t.Fatalf("pull %v: no end message within %v", req, waitTimeout)
+		}
+	}
+	t.Fatalf("pull %v: no end message", req)
+	return nil
+}
+
+// ndjsonOrNone is ndjson, and nothing for empty output.
+func ndjsonOrNone(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	if strings.TrimSpace(out) == "" {
+		return nil
+	}
+	return ndjson(t, out)
+}
+
+// natsMatch is NATS subject matching, written here from the NATS docs (the test's own copy).
+func natsMatch(pattern, subject string) bool {
+	p, s := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, tok := range p {
+		if tok == ">" {
+			return len(s) > i
+		}
+		if i >= len(s) || tok != "*" && tok != s[i] {
+			return false
+		}
+	}
+	return len(p) == len(s)
 }

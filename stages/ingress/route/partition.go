@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/rocketstore/engine/internal/natssubject"
 )
 
 // Partitioned ingest (docs/SCALE-OUT.md). Several engines share a topic's queues: NATS itself
@@ -54,7 +56,7 @@ func (p *Partitions) Check() (*Partitions, error) {
 		c.Prefix = DefaultPartitionPrefix
 	}
 	c.Prefix = strings.TrimSuffix(c.Prefix, ".")
-	if problem := checkSubjectTokens(c.Prefix, false); problem != "" || strings.HasPrefix(c.Prefix, "$") ||
+	if problem := natssubject.Check(c.Prefix, false); problem != "" || strings.HasPrefix(c.Prefix, "$") ||
 		strings.HasPrefix(c.Prefix, "_INBOX") {
 		return nil, fmt.Errorf("ingress: partition prefix %q: not a subject without wildcards outside $ and _INBOX %s",
 			c.Prefix, problem)
@@ -163,7 +165,7 @@ func PartitionOf(key string, count int) int {
 // Every server that accepts publishers must carry the same mappings (a message is mapped where
 // it enters NATS); `engine partition-map` prints them as a nats-server configuration block.
 func PartitionMapping(prefix string, count int, source string) (dest string, err error) {
-	if problem := checkSubjectTokens(source, true); problem != "" {
+	if problem := natssubject.Check(source, true); problem != "" {
 		return "", fmt.Errorf("ingress: mapping source %q: %s", source, problem)
 	}
 	prefix = strings.TrimSuffix(prefix, ".")

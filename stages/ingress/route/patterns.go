@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/rocketstore/engine/internal/natssubject"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 )
 
@@ -30,7 +31,7 @@ func ParseTopicPattern(s string) (TopicPattern, error) {
 			return p, fmt.Errorf("topic pattern %q: %w", s, err)
 		}
 	}
-	if why := checkSubjectTokens(p.Subjects, true); why != "" {
+	if why := natssubject.Check(p.Subjects, true); why != "" {
 		return p, fmt.Errorf("topic pattern %q: %q is not a valid NATS subject pattern: %s", s, p.Subjects, why)
 	}
 	if p.Topic == "" {
@@ -69,14 +70,14 @@ func literalPrefix(pattern string) string {
 // order of the declarations.
 func CheckTopicPatterns(ps []TopicPattern) error {
 	for i, p := range ps {
-		if why := checkSubjectTokens(p.Subjects, true); why != "" {
+		if why := natssubject.Check(p.Subjects, true); why != "" {
 			return fmt.Errorf("topic pattern %q is not a valid NATS subject pattern: %s", p.Subjects, why)
 		}
 		if err := commitlog.ValidateTopic(p.Topic); err != nil {
 			return fmt.Errorf("topic pattern %q: %w", p.Subjects, err)
 		}
 		for _, prev := range ps[:i] {
-			if subjectsOverlap(prev.Subjects, p.Subjects) {
+			if natssubject.Overlap(prev.Subjects, p.Subjects) {
 				return fmt.Errorf("topic patterns %q and %q overlap: a subject matching both would have two "+
 					"topics; make them disjoint", prev.Subjects, p.Subjects)
 			}
@@ -85,27 +86,10 @@ func CheckTopicPatterns(ps []TopicPattern) error {
 	return nil
 }
 
-// MatchSubject reports whether the literal subject matches the subscription pattern.
-func MatchSubject(pattern, subject string) bool {
-	for {
-		tp, rp, moreP := strings.Cut(pattern, ".")
-		ts, rs, moreS := strings.Cut(subject, ".")
-		switch {
-		case tp == ">":
-			return true // the pattern is valid: '>' is its last token, and takes one or more
-		case tp != "*" && tp != ts:
-			return false
-		case !moreP || !moreS:
-			return moreP == moreS
-		}
-		pattern, subject = rp, rs
-	}
-}
-
 // declaredTopic is the topic of the first pattern subject matches.
 func declaredTopic(ps []TopicPattern, subject string) (string, bool) {
 	for _, p := range ps {
-		if MatchSubject(p.Subjects, subject) {
+		if natssubject.Match(p.Subjects, subject) {
 			return p.Topic, true
 		}
 	}

@@ -48,37 +48,6 @@ func TestCheckTopicPatterns(t *testing.T) {
 	}
 }
 
-func TestMatchSubject(t *testing.T) {
-	for _, tc := range []struct {
-		pattern, subject string
-		want             bool
-	}{
-		{"orders.>", "orders.eu", true},
-		{"orders.>", "orders.eu.paid", true},
-		{"orders.>", "orders", false},
-		{"orders.*", "orders.eu", true},
-		{"orders.*", "orders.eu.paid", false},
-		{"orders.*", "orders", false},
-		{"device.*.temp", "device.7.temp", true},
-		{"device.*.temp", "device.7.hum", false},
-		{"device.*.temp", "device.7.temp.x", false},
-		{"*", "a", true},
-		{"*", "a.b", false},
-		{">", "a.b", true},
-		{"a.b", "a.b", true},
-		{"a.b", "a.bc", false},
-		{"a.b", "a", false},
-	} {
-		if got := MatchSubject(tc.pattern, tc.subject); got != tc.want {
-			t.Errorf("MatchSubject(%q, %q) = %v, want %v", tc.pattern, tc.subject, got, tc.want)
-		}
-		// A literal subject matches a pattern exactly when the two overlap.
-		if got := subjectsOverlap(tc.pattern, tc.subject); got != tc.want {
-			t.Errorf("subjectsOverlap(%q, %q) = %v, want %v", tc.pattern, tc.subject, got, tc.want)
-		}
-	}
-}
-
 // TestDeclaredTopics: a subject a pattern matches goes to its topic, whatever the rule and the
 // limit, with no TAGS from the token rule; a long subject under a short topic is stored.
 func TestDeclaredTopics(t *testing.T) {

@@ -52,6 +52,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rocketstore/engine/internal/natssubject"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/javahash"
@@ -242,7 +243,7 @@ func (rt *Route) Worker(queue int32, workers int) int {
 
 // PropNatsSubject is the property that keeps a record's NATS subject (the subject must be valid
 // as its value to be stored).
-const PropNatsSubject = "NATS_SUBJECT"
+const PropNatsSubject = natssubject.Property
 
 // fnv32 is FNV-1a, 32 bits.
 func fnv32(s string) uint32 {

@@ -80,22 +80,3 @@ func TestQueueChoice(t *testing.T) {
 		}
 	}
 }
-
-func TestSubjectsOverlap(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want bool
-	}{
-		{">", "a", true}, {">", "a.b.c", true}, {"a.>", "a", false}, {"a.>", "a.b", true},
-		{"a.*", "a", false}, {"a.*", "a.b", true}, {"a.*", "a.b.c", false}, {"*.b", "a.*", true},
-		{"a.b", "a.c", false}, {"a.b", "a.b", true}, {"a.b", "a.b.c", false}, {"*", "*.a", false},
-		{"a.*.>", "a.b", false}, {"a.*.>", "a.b.c", true},
-	} {
-		if got := subjectsOverlap(tc.a, tc.b); got != tc.want {
-			t.Errorf("overlap(%q, %q) = %v", tc.a, tc.b, got)
-		}
-		if got := subjectsOverlap(tc.b, tc.a); got != tc.want {
-			t.Errorf("overlap(%q, %q) = %v", tc.b, tc.a, got)
-		}
-	}
-}
