@@ -97,7 +97,8 @@ type engineTarget struct {
 	cancel    context.CancelFunc
 	watchDone chan struct{}
 	preloaded Tally
-	base      engine.Stats // after the preload
+	base      engine.Stats  // after the preload
+	mapping   route.Mapping // the engine's subject -> topic rule, for the preload
 	atDone    engine.Stats
 	final     engine.Stats
 }
@@ -120,6 +121,15 @@ func (t *engineTarget) Start(ctx context.Context) (string, error) {
 	if o.Small {
 		opts.ConsumeQueueUnits, opts.IndexSlots, opts.IndexEntries = 1000, 1024, 4096
 	}
+	var declared []route.TopicPattern
+	for _, s := range o.Topics {
+		tp, err := route.ParseTopicPattern(s)
+		if err != nil {
+			return "", err
+		}
+		declared = append(declared, tp)
+	}
+	t.mapping = route.Mapping{Patterns: declared}
 	srv, err := engine.Serve(opts, engine.NATSOptions{
 		Listen:       "127.0.0.1:-1",
 		Subjects:     []string{o.subject()},
@@ -129,6 +139,7 @@ func (t *engineTarget) Start(ctx context.Context) (string, error) {
 		// A topic per subject, as the loads name them (t10000 is 10,000 topics); the default
 		// limit would store most subjects of a wide load in one overflow topic.
 		MaxTopics: -1,
+		Topics:    declared,
 	})
 	if err != nil {
 		return "", err
@@ -171,11 +182,16 @@ func (t *engineTarget) preload(ctx context.Context) error {
 		batch = batch[:0]
 		return err
 	}
+	made := map[string]bool{}
 	for _, subj := range subjects(t.cfg.Run.Load.Topics) {
-		topic, _, err := route.Mapping{}.Map(subj)
+		topic, _, err := t.mapping.Map(subj)
 		if err != nil {
 			return err
 		}
+		if made[topic] {
+			continue // a declared topic: its queues are made once
+		}
+		made[topic] = true
 		for q := range int32(ingress.DefaultQueuesPerTopic) {
 			setSeq(body, seqOf(preloadPub, n))
 			n++

@@ -35,7 +35,7 @@ var (
 )
 
 // Presets lists the preset names.
-func Presets() []string { return []string{"quick", "issue3", "issue8", "issue18", "full"} }
+func Presets() []string { return []string{"quick", "issue3", "issue8", "issue18", "issue19", "full"} }
 
 // BaseLoad is the load every preset starts from: 4 publishers, 16 topics, 128 B bodies (or
 // what o says), fire-and-forget; request/reply runs use a window of 4096.
@@ -90,6 +90,9 @@ var groupTitles = map[string]string{
 //     counted: bursts in 3 interleaved rounds (ceiling, engine sync and async, the engines'
 //     cold twins; 128 B and 1 KiB), the sync engine paced at 0.75x the ceiling's median rate
 //     for 60 s, and at full speed for 60 s (see issue18).
+//   - issue19: issue 19's wide subject spaces: 1 to 1,000,000 subjects, the engine with one
+//     declared topic (cold and warm) and with a topic per subject (to 10,000), and JetStream,
+//     on the same fire-and-forget loads (see issue19).
 //   - full: the benchmarks issue's sweeps, one dimension at a time around the base load (see
 //     fullPreset).
 func Preset(name string, o PresetOptions) ([]Run, error) {
@@ -137,6 +140,8 @@ func Preset(name string, o PresetOptions) ([]Run, error) {
 		p.halfRateBatched(peak, 10*time.Second)
 	case "issue18":
 		p.issue18()
+	case "issue19":
+		p.issue19()
 	case "full":
 		p.full()
 	default:

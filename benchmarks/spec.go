@@ -142,6 +142,9 @@ type TargetOptions struct {
 	// them on this kind of machine), kafka-style opens every topic's file. JetStream and the
 	// ceilings have nothing per topic to make.
 	Cold bool `json:"cold,omitempty"`
+	// Topics are the engine's declared topics (engine run --topics): patterns, each optionally
+	// =TOPIC. Without them the engine makes a topic per subject, without a limit.
+	Topics []string `json:"topics,omitempty"`
 	// CPUProfile, when set, is where the target child writes a pprof CPU profile of the
 	// measurement (from ready to holding every message).
 	CPUProfile string `json:"cpu_profile,omitempty"`

@@ -22,7 +22,7 @@ import (
 // own target process and publisher process, both this binary re-executed with the hidden
 // --child flag.
 type benchCmd struct {
-	Preset        string        `help:"Runs to make: ${enum} (see benchmarks/README.md)." enum:"quick,issue3,issue8,issue18,full" default:"quick"`
+	Preset        string        `help:"Runs to make: ${enum} (see benchmarks/README.md)." enum:"quick,issue3,issue8,issue18,issue19,full" default:"quick"`
 	Out           string        `help:"Write results.csv, results.md, the charts (charts/*.svg, *.png) and the profiles into this directory." type:"path" placeholder:"DIR"`
 	CSV           string        `name:"csv" help:"Also write every figure of every run as CSV to this file." type:"path" placeholder:"FILE"`
 	Profile       bool          `help:"Write a pprof CPU profile of every run's target process (the measurement only) and of its publisher process into --out DIR/profiles."`

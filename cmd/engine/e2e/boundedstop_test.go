@@ -19,7 +19,7 @@ func TestSIGTERMBoundedWithDispatchBacklog(t *testing.T) {
 	dir := t.TempDir()
 	// A topic per subject (no limit): each new topic costs dispatch a directory and files, which
 	// makes the backlog.
-	e := startEngine(t, dir, "--http", "127.0.0.1:0", "--dispatch-stop-timeout", "2s", "--max-topics", "-1")
+	e := startEngine(t, dir, "--http", "127.0.0.1:0", "--dispatch-stop-timeout", "2s", "--max-topics=-1")
 	nc := connect(t, e.url)
 	for i := range subjects {
 		if err := nc.Publish(fmt.Sprintf("dev.%d.temp", i), []byte("21.5")); err != nil {
