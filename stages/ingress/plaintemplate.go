@@ -24,7 +24,12 @@ type plainTemplates struct {
 	// byRoute holds a template per route; a Route is made for one subject (route.Router
 	// caches them by subject), so the route says the subject too.
 	byRoute map[*route.Route]*plainTemplate
-	key     []byte // the generated key of the message being encoded
+	// once holds the routes encoded in full once, without a template: a template is made at a
+	// route's second message, so a wide subject space whose subjects come back only after
+	// thousands of others (device.<id>.temp) pays for no template it never uses. Bounded as
+	// byRoute.
+	once map[*route.Route]struct{}
+	key  []byte // the generated key of the message being encoded
 }
 
 // plainTemplate is the template of one subject's plain messages.
@@ -45,14 +50,23 @@ func plainTemplated(j *job, seq *wire.SeqHeader) bool {
 func (ts *plainTemplates) of(rt *route.Route) *plainTemplate { return ts.byRoute[rt] }
 
 // reset makes a template of the plain messages routed like j from the one just encoded in full:
-// rec, from the properties props built by b (whose genAt places the generated UNIQ_KEY). When
-// no template can be made of it, there is none, and the next message is encoded in full too.
+// rec, from the properties props built by b (whose genAt places the generated UNIQ_KEY), at the
+// route's second such message. When no template can be made of it, there is none, and the next
+// message is encoded in full too.
 func (ts *plainTemplates) reset(j *job, born int64, rec, props []byte, b *propBuilder, opt commitlog.EncodeOptions) {
 	if b.genAt < 0 || len(b.extra) > 0 {
 		return
 	}
 	t := ts.byRoute[j.route]
 	if t == nil {
+		if _, ok := ts.once[j.route]; !ok {
+			if ts.once == nil || len(ts.once) >= maxPlainTemplates {
+				ts.once = make(map[*route.Route]struct{})
+			}
+			ts.once[j.route] = struct{}{}
+			return
+		}
+		delete(ts.once, j.route)
 		if ts.byRoute == nil || len(ts.byRoute) >= maxPlainTemplates {
 			ts.byRoute = make(map[*route.Route]*plainTemplate)
 		}

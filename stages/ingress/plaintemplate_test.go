@@ -70,9 +70,10 @@ func TestPlainTemplateMatchesFullEncoding(t *testing.T) {
 						}
 					}
 				}
-				// The first of orders.eu and the first of orders.eu.fast are encoded in full, and
-				// the one with headers in each batch; the refused one was from the template.
-				if want := total - 2 - 5; used != want {
+				// The first two of orders.eu and of orders.eu.fast are encoded in full (a template
+				// is made at a subject's second message), and the one with headers in each batch;
+				// the refused one was from the template.
+				if want := total - 4 - 5; used != want {
 					t.Fatalf("%d of %d messages from a template, want %d", used, total, want)
 				}
 			})
@@ -80,21 +81,35 @@ func TestPlainTemplateMatchesFullEncoding(t *testing.T) {
 	}
 }
 
-// TestPlainTemplatesBounded: a worker keeps at most maxPlainTemplates templates, however many
-// subjects it sees.
+// TestPlainTemplatesBounded: a worker keeps at most maxPlainTemplates templates and as many
+// routes seen once, however many subjects it sees; a subject seen once gets no template.
 func TestPlainTemplatesBounded(t *testing.T) {
 	in := &Ingress{cfg: Config{Encode: &commitlog.EncodeOptions{PropCRC: true}}}
 	in.cfg.StoreHost = netip.MustParseAddrPort("10.0.0.2:10911")
 	w := &worker{in: in, props: *testBuilder()}
-	r := route.NewRouter(route.Mapping{TopicTokens: 1}, 4, "Rmq-Keys", 2*maxPlainTemplates, nil)
-	for i := range maxPlainTemplates + 10 {
-		m := &nats.Msg{Subject: fmt.Sprintf("device.%d.temp", i), Data: []byte("21.5")}
+	r := route.NewRouter(route.Mapping{TopicTokens: 1}, 4, "Rmq-Keys", 4*maxPlainTemplates, nil)
+	encode := func(subject string) {
+		t.Helper()
+		m := &nats.Msg{Subject: subject, Data: []byte("21.5")}
 		var rec stages.Record
 		if err := w.encodeInto(&rec, &job{msg: m, route: r.Route(m.Subject)}, 1000, nil); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(w.plain.byRoute); n > maxPlainTemplates {
-			t.Fatalf("%d templates after %d subjects", n, i+1)
+		if n, once := len(w.plain.byRoute), len(w.plain.once); n > maxPlainTemplates || once > maxPlainTemplates {
+			t.Fatalf("%d templates and %d routes seen once", n, once)
 		}
+	}
+	for i := range maxPlainTemplates + 10 {
+		encode(fmt.Sprintf("wide.%d.temp", i))
+	}
+	if n := len(w.plain.byRoute); n != 0 {
+		t.Fatalf("%d templates made for subjects seen once", n)
+	}
+	for i := range maxPlainTemplates + 10 {
+		encode(fmt.Sprintf("device.%d.temp", i))
+		encode(fmt.Sprintf("device.%d.temp", i))
+	}
+	if n := len(w.plain.byRoute); n == 0 {
+		t.Fatal("no template for subjects seen twice")
 	}
 }
