@@ -129,16 +129,20 @@ func (t *engineTarget) Start(ctx context.Context) (string, error) {
 		}
 		declared = append(declared, tp)
 	}
-	t.mapping = route.Mapping{Patterns: declared}
+	t.mapping = route.Mapping{Patterns: declared, MaxTopics: -1}
+	if o.TopicLimit {
+		t.mapping.MaxTopics = 0
+	}
 	srv, err := engine.Serve(opts, engine.NATSOptions{
 		Listen:       "127.0.0.1:-1",
 		Subjects:     []string{o.subject()},
 		PendingMsgs:  o.PendingMsgs,
 		PendingBytes: o.PendingBytes,
 		Name:         "bench-engine",
-		// A topic per subject, as the loads name them (t10000 is 10,000 topics); the default
-		// limit would store most subjects of a wide load in one overflow topic.
-		MaxTopics: -1,
+		// A topic per subject, as the loads name them (t10000 is 10,000 topics), unless the
+		// run keeps the default limit, which stores most subjects of a wide load in one
+		// overflow topic.
+		MaxTopics: t.mapping.MaxTopics,
 		Topics:    declared,
 	})
 	if err != nil {

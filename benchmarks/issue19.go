@@ -1,9 +1,11 @@
 package benchmarks
 
+import "github.com/rocketstore/engine/stages/ingress/route"
+
 // Issue 19's runs (subjects as NATS users have them): plain publishes over 1 to 1,000,000
 // distinct subjects, the engine with one declared topic for the whole space (TargetOptions.Topics
 // bench.>) cold and warm, with a topic per subject (the rule without a limit) up to 10,000
-// subjects, and JetStream (one stream, any number of subjects) on the same loads. Each run is
+// subjects, out of the box past 1,024 subjects (the default topic limit, cold), and JetStream (one stream, any number of subjects) on the same loads. Each run is
 // at least two messages per subject: the first pass makes every subject new to the target,
 // the second is a steady load over all of them.
 const (
@@ -34,6 +36,12 @@ func (p *presetBuilder) issue19() {
 			if n <= issue19PerSubjectTopics {
 				p.dropFF("engine-sync", l, msgs, 0, 0, cold)
 			}
+		}
+		if n > route.DefaultMaxTopics {
+			// engine run out of the box: nothing declared, the default topic limit.
+			r := p.dropFF("engine-sync", l, msgs, 0, 0, true)
+			r.ID += "/limit"
+			r.Target.TopicLimit = true
 		}
 	}
 }

@@ -145,6 +145,9 @@ type TargetOptions struct {
 	// Topics are the engine's declared topics (engine run --topics): patterns, each optionally
 	// =TOPIC. Without them the engine makes a topic per subject, without a limit.
 	Topics []string `json:"topics,omitempty"`
+	// TopicLimit keeps the engine's default topic limit (engine run --max-topics, 1,024: the
+	// subjects of further topics go to one overflow topic), as `engine run` has it out of the box.
+	TopicLimit bool `json:"topic_limit,omitempty"`
 	// CPUProfile, when set, is where the target child writes a pprof CPU profile of the
 	// measurement (from ready to holding every message).
 	CPUProfile string `json:"cpu_profile,omitempty"`
