@@ -182,6 +182,12 @@ func pullEndHeader(status string, next, count int64) nats.Header {
 	return h
 }
 
+// pullScanUnits bounds the units one pull reads past a filter's misses (a tag or subject filter
+// that skips most of a queue): a Get stops after 800 of them, and a pull takes Get after Get up
+// to this many instead of ending there, so that a consumer of one subject of a wide topic is
+// not a round trip per 800 units.
+const pullScanUnits = 64 << 10
+
 // pull reads r and sends its messages and then its end message to reply. It never returns an
 // error: a failure is told in the end message. owned: as for get.
 func (s *Service) pull(r api.PullRequest, reply string, skipWait, owned bool) {
@@ -240,8 +246,9 @@ func (s *Service) pull(r api.PullRequest, reply string, skipWait, owned bool) {
 			break
 		}
 		next = res.NextOffset
-		if len(res.Messages) == 0 || next >= res.MaxOffset {
-			break // nothing more now: the head, a tag filter's scan limit, deleted records
+		filtered := res.Status == reader.NoMatchedMessage && next-r.Offset < pullScanUnits
+		if len(res.Messages) == 0 && !filtered || next >= res.MaxOffset {
+			break // nothing more now: the head, a filter's scan limit, deleted records
 		}
 	}
 	if count > 0 {

@@ -71,6 +71,20 @@ func Match[S ~string | ~[]byte](pattern string, subject S) bool {
 	}
 }
 
+// Literal reports whether the valid pattern has no wildcard token: it then matches only itself.
+func Literal(pattern string) bool {
+	for rest := pattern; ; {
+		tok, after, more := strings.Cut(rest, ".")
+		if tok == "*" || tok == ">" {
+			return false
+		}
+		if !more {
+			return true
+		}
+		rest = after
+	}
+}
+
 // cut is strings.Cut(s, ".") for either kind of subject.
 func cut[S ~string | ~[]byte](s S) (before, after S, found bool) {
 	for i := 0; i < len(s); i++ {

@@ -88,6 +88,9 @@ func FuzzMatch(f *testing.F) {
 		if got := Match(pattern, []byte(subject)); got != want {
 			t.Fatalf("Match(%q, []byte(%q)) = %v, want %v", pattern, subject, got, want)
 		}
+		if Literal(pattern) && (pattern == subject) != want {
+			t.Fatalf("literal %q: equal to %q is %v, Match %v", pattern, subject, pattern == subject, want)
+		}
 		if got := Overlap(pattern, subject); got != want {
 			t.Fatalf("Overlap(%q, %q) = %v, want %v", pattern, subject, got, want)
 		}

@@ -30,6 +30,8 @@ const (
 	minScanUnits = 800
 	// unitChunk is how many units a Get decodes from the ConsumeQueue at a time.
 	unitChunk = 64
+	// filteredCap is the first capacity of a filtered Get's messages, which may be few.
+	filteredCap = 16
 )
 
 // GetRequest asks for the messages of one queue from a queue offset on.
@@ -220,6 +222,7 @@ func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFil
 	next, bytes := req.Offset, 0
 	scanLeft := max(minScanUnits, req.Max)
 	goneBelow := int64(math.MinInt64) // records below it are known gone (RocketMQ's nextPhyFileStartOffset)
+	literal := req.Subject != "" && natssubject.Literal(req.Subject)
 	for scanLeft > 0 {
 		k, err := cq.Read(next, units[:min(unitChunk, scanLeft)])
 		if err != nil {
@@ -292,13 +295,18 @@ func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFil
 				}
 			}
 			if req.Subject != "" {
-				if s, ok := v.Properties().Get(natssubject.Property); !ok || !natssubject.Match(req.Subject, s) {
+				s, ok := v.Properties().Get(natssubject.Property)
+				if !ok || literal && string(s) != req.Subject || !literal && !natssubject.Match(req.Subject, s) {
 					r.skipped(res, NoMatchedMessage)
 					continue
 				}
 			}
 			if res.Messages == nil {
-				res.Messages = make([]Message, 0, min(int64(req.Max), res.MaxOffset-req.Offset))
+				n := min(int64(req.Max), res.MaxOffset-req.Offset)
+				if !f.all || req.Subject != "" {
+					n = min(n, filteredCap) // most units may miss: grow as they match
+				}
+				res.Messages = make([]Message, 0, n)
 			}
 			res.Messages = append(res.Messages, Message{})
 			decodeInto(&res.Messages[len(res.Messages)-1], v, u.Phys, r.host, &buf, hint, !req.NoPropertyMap)
