@@ -16,8 +16,8 @@
 //
 // # Routing
 //
-// Where a message goes is package route's: its subject's topic (the default rule, or the token
-// rule with Config.TopicTokens, whose remaining tokens become TAGS), its queue (by the queue key
+// Where a message goes is package route's: its subject's topic (Config.Mapping: a declared
+// topic pattern, else the default or the token rule within the topic limit), its queue (by the queue key
 // header's hash, as RocketMQ's SelectMessageQueueByHash, else round-robin per topic; under
 // partitioned ingest its partition), and its worker. Routes are cached (Config.SubjectCache).
 //
@@ -34,29 +34,9 @@
 //
 // # Headers -> properties
 //
-//   - NATS_SUBJECT holds the message's subject (under both rules, so nothing is lost).
-//   - Nats-Msg-Id becomes UNIQ_KEY and is the dedupe key (stages.Record.MsgID); without it a
-//     UNIQ_KEY is generated with commitlog.UniqKeyGen, as a RocketMQ producer does, and the
-//     record has no dedupe key. A generated key carries the store host's address and
-//     commitlog.GeneratedSalt, so that it is known as generated from the record alone: the
-//     IndexFile does not hold it (no publisher knows it; look such a message up by its offset
-//     message id). Several values are rejected (which one would be the id?).
-//   - The keys header (Config.KeysHeader, "Rmq-Keys") becomes KEYS: space-separated keys that the
-//     IndexFile indexes. Several values are joined with a space.
-//   - The tags header (Config.TagsHeader, "Rmq-Tags") becomes TAGS. Several values are rejected.
-//   - Every other header is kept as a property under its own name (NATS header names are
-//     case-sensitive; so are property names). A header with several values stores the first under
-//     its name and the k-th under name + "#k" (name#2, name#3, ...). To keep that lossless, a header
-//     name that already ends in '#' and digits is rejected. Other headers come after the four
-//     above, sorted by name, so that the bytes do not depend on Go's map order.
-//
-// The three headers above are moved into their properties, not copied. Rejected with 400, never
-// mangled: a name or value that commitlog.CheckProperty refuses (empty, invalid UTF-8, a 0x01 or
-// 0x02 byte), a name that is one of the properties the store sets or RocketMQ reserves (see
-// ReservedProperty), properties over 32767 bytes, a header block nats.go could not decode (it
-// would deliver the message without any headers). A body over the limit (4 MiB by default) gets
-// 413. Nothing of a rejected message reaches Out. Each reject is counted (Stats.Rejected by
-// code), logged at debug level, and warned about at most once per Config.LogInterval.
+// NATS_SUBJECT holds the subject; Nats-Msg-Id, the keys and the tags headers become UNIQ_KEY
+// (generated when absent, and then not indexed), KEYS and TAGS; every other header is kept under
+// its own name. What is refused and why: docs/ARCHITECTURE.md, "Ingress: headers to properties".
 //
 // # Replies
 //
@@ -98,21 +78,8 @@
 //
 // # Stopping
 //
-// Stop is the graceful stop: every subscription is drained (Subscription.Drain: interest is
-// removed at the server, and the messages already delivered to the client still go through the
-// callback); the end of a subscription's callbacks is known from its closed handler, which nats.go
-// calls on the callback goroutine after the last callback returned, so waiting for it is
-// deterministic. Then the workers finish what they hold, send it, and exit, and Run returns:
-// the engine, which owns Out, then closes it, so the appender drains and stops. A drain that
-// takes longer than Config.DrainTimeout falls back to Unsubscribe (what nats.go still buffers is
-// dropped, counted and logged).
-//
-// Cancelling Run's context is the abort. The workers exit at once; the subscriptions are drained
-// the same way, but the callbacks no longer wait for the workers: every message nats.go still
-// buffers, and every message a worker held, is answered at once with 503 (ErrStopped) and counted
-// in Stats.Aborted, so that publishers learn it now rather than by a timeout. Batches already on
-// Out are the appender's. Ingress never closes Out.
-//
-// The connection is the engine's: ingress never closes it, and it must stay open until the ack
-// stage has called every Done, because Done publishes the replies on it.
+// Stop is the graceful stop (every subscription drained, then the workers finish and Run
+// returns); cancelling Run's context is the abort (every message held is answered with 503).
+// Ingress never closes Out nor the connection. The details: docs/ARCHITECTURE.md, "Ingress:
+// stopping and aborting".
 package ingress

@@ -131,6 +131,7 @@ func New(cfg Config) (*Ingress, error) {
 			id:    i,
 			box:   inbox.New[job](cfg.WorkerQueue, share(cfg.PendingMsgs, cfg.Workers), share(cfg.PendingBytes, cfg.Workers)),
 			props: propBuilder{keysHdr: cfg.KeysHeader, tagsHdr: cfg.TagsHeader, gen: gen, host: cfg.StoreHost.Addr()},
+			plain: plainTemplates{max: max(maxPlainTemplates, plainTemplateBudget/cfg.Workers)},
 		})
 	}
 	if cfg.Batched != nil {

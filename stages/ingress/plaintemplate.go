@@ -1,6 +1,8 @@
 package ingress
 
 import (
+	"cmp"
+
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/javahash"
 	"github.com/rocketstore/engine/internal/wire"
@@ -12,6 +14,11 @@ import (
 // and subject): past it the worker forgets them all and starts again, so a subject space wider
 // than that costs one full encoding per subject and round instead of memory without bound.
 const maxPlainTemplates = 4096
+
+// plainTemplateBudget bounds the plain templates of all workers together (about 10 MiB), so
+// that few workers keep more each: every worker sees every subject of a topic (its queues go
+// round-robin to consecutive workers), and a space of 10,000 subjects then still fits.
+const plainTemplateBudget = 32 << 10
 
 // plainTemplates encode plain messages (no header, from core NATS, neither a pack's entry nor a
 // batched-ack stream's: what publishers that know nothing of the engine send) from the record of
@@ -30,6 +37,7 @@ type plainTemplates struct {
 	// byRoute.
 	once map[*route.Route]struct{}
 	key  []byte // the generated key of the message being encoded
+	max  int    // of byRoute and of once; 0 is maxPlainTemplates
 }
 
 // plainTemplate is the template of one subject's plain messages.
@@ -46,6 +54,9 @@ func plainTemplated(j *job, seq *wire.SeqHeader) bool {
 	return j.msg.Header == nil && j.pack == nil && seq == nil && j.origin == nil
 }
 
+// limit is how many templates, and routes seen once, ts keeps.
+func (ts *plainTemplates) limit() int { return cmp.Or(ts.max, maxPlainTemplates) }
+
 // of is the template of rt's plain messages, or nil.
 func (ts *plainTemplates) of(rt *route.Route) *plainTemplate { return ts.byRoute[rt] }
 
@@ -60,14 +71,14 @@ func (ts *plainTemplates) reset(j *job, born int64, rec, props []byte, b *propBu
 	t := ts.byRoute[j.route]
 	if t == nil {
 		if _, ok := ts.once[j.route]; !ok {
-			if ts.once == nil || len(ts.once) >= maxPlainTemplates {
+			if ts.once == nil || len(ts.once) >= ts.limit() {
 				ts.once = make(map[*route.Route]struct{})
 			}
 			ts.once[j.route] = struct{}{}
 			return
 		}
 		delete(ts.once, j.route)
-		if ts.byRoute == nil || len(ts.byRoute) >= maxPlainTemplates {
+		if ts.byRoute == nil || len(ts.byRoute) >= ts.limit() {
 			ts.byRoute = make(map[*route.Route]*plainTemplate)
 		}
 		t = &plainTemplate{}
