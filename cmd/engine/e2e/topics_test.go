@@ -22,7 +22,7 @@ import (
 func TestTopicsBySubjectPattern(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	e := startEngine(t, dir, "--topics", "device.*.temp,orders.>=orders_all", "--max-topics", "2")
+	e := startEngine(t, dir, "--topics", "device.*.temp,orders.>=orders_all", "--max-topics", "2", "--http", "127.0.0.1:0")
 	nc := connect(t, e.url)
 	want := map[string]string{
 		"device.1.temp": "device", "device.2.temp": "device", "orders.eu.paid": "orders_all",
@@ -49,6 +49,11 @@ func TestTopicsBySubjectPattern(t *testing.T) {
 	}
 	if line, _, ok := e.findLog(0, "ingress: topic limit reached"); !ok || line["subject"] != "x.3" || line["max_topics"] != 2.0 {
 		t.Errorf("limit log %v (found %v), want one naming x.3 and the limit", line, ok)
+	}
+	m := scrapeMetrics(t, e.http)
+	if m["rocketstore_ingress_rule_topics"] != 2 || m["rocketstore_ingress_overflow_routes_total"] != 3 {
+		t.Errorf("metrics: rule topics %v, overflow routes %v; want 2 and 3 (x.3, x.4, device.1.hum)",
+			m["rocketstore_ingress_rule_topics"], m["rocketstore_ingress_overflow_routes_total"])
 	}
 	e.stop()
 	if n := countLogs(e, "ingress: topic limit reached"); n != 1 {
