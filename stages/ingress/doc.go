@@ -17,9 +17,9 @@
 // # Routing
 //
 // Where a message goes is package route's: its subject's topic (Config.Mapping: a declared
-// topic pattern, else the default or the token rule within the topic limit), its queue (by the queue key
-// header's hash, as RocketMQ's SelectMessageQueueByHash, else round-robin per topic; under
-// partitioned ingest its partition), and its worker. Routes are cached (Config.SubjectCache).
+// topic pattern, else the default or the token rule within the topic limit), its queue (by the
+// queue key header's hash, as RocketMQ's SelectMessageQueueByHash, else round-robin per topic;
+// under partitioned ingest its partition), and its worker. Routes are cached (SubjectCache).
 //
 // Ordering: within a queue, the messages of one publisher keep their publish order, provided they
 // arrive through one subscription (nats.go delivers a subscription's messages in order on one
