@@ -44,13 +44,18 @@ func TestTopicsBySubjectPattern(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if a, raw := request(t, nc, &nats.Msg{Subject: "x.1", Data: []byte("again")}); a.Topic != "x_1" {
+	again, raw := request(t, nc, &nats.Msg{Subject: "x.1", Data: []byte("again")})
+	if again.Topic != "x_1" {
 		t.Fatalf("x.1 again: %s", raw)
+	}
+	waitReadable(t, nc, again) // dispatched: every queue the messages made exists
+	m := scrapeMetrics(t, e.http)
+	if n := m["rocketstore_consumequeues"]; n < 5 || n > 5*4 {
+		t.Errorf("%v ConsumeQueues for %d subjects, want at most 5 topics x 4 queues", n, len(order)+devices)
 	}
 	if line, _, ok := e.findLog(0, "ingress: topic limit reached"); !ok || line["subject"] != "x.3" || line["max_topics"] != 2.0 {
 		t.Errorf("limit log %v (found %v), want one naming x.3 and the limit", line, ok)
 	}
-	m := scrapeMetrics(t, e.http)
 	if m["rocketstore_ingress_rule_topics"] != 2 || m["rocketstore_ingress_overflow_routes_total"] != 3 {
 		t.Errorf("metrics: rule topics %v, overflow routes %v; want 2 and 3 (x.3, x.4, device.1.hum)",
 			m["rocketstore_ingress_rule_topics"], m["rocketstore_ingress_overflow_routes_total"])
