@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// Promises issue 16 lists as broken, each being fixed on another branch. Each test is written
-// from the promise, fails against the code it was written on, and is skipped with the item it
-// waits for, to be turned on when the fix is merged (docs/PROMISES.md lists them).
+// Promises issue 16 listed as broken. Each test was written from the promise and failed against
+// the code it was written on; the fixes are in, and the tests keep them (docs/PROMISES.md lists
+// them).
 
 // TestDedupeAcrossRestart: README: "Sending the same Nats-Msg-Id again within the dedupe window
 // (2 minutes) stores nothing and answers "duplicate":true with the first copy's position", and
