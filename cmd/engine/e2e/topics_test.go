@@ -87,15 +87,22 @@ func TestTopicsBySubjectPattern(t *testing.T) {
 		t.Errorf("_overflow holds subjects %v, want device.1.hum, x.3, x.4", overflow)
 	}
 
-	// After a restart the store's topics count: x.5 is past the limit, x.2 keeps its topic.
-	e = e.restart(t)
-	nc = connect(t, e.url)
-	for s, topic := range map[string]string{"x.5": "_overflow", "x.2": "x_2", "device.9.temp": "device"} {
-		if a, raw := request(t, nc, &nats.Msg{Subject: s, Data: []byte(s)}); a.Topic != topic {
-			t.Errorf("after the restart, %s: %s, want topic %s", s, raw, topic)
+	// After a restart the store's topics count: x.5 is past the limit, x.2 keeps its topic; the
+	// same after a kill -9, whose restart recovers the queues from the CommitLog.
+	for _, how := range []string{"SIGTERM", "SIGKILL"} {
+		e = e.restart(t)
+		nc = connect(t, e.url)
+		for s, topic := range map[string]string{"x.5": "_overflow", "x.2": "x_2", "device.9.temp": "device"} {
+			if a, raw := request(t, nc, &nats.Msg{Subject: s, Data: []byte(s)}); a.Topic != topic {
+				t.Errorf("after a restart (%s before it), %s: %s, want topic %s", how, s, raw, topic)
+			}
+		}
+		if how == "SIGTERM" {
+			e.kill()
+		} else {
+			e.stop()
 		}
 	}
-	e.stop()
 	if got := topicNames(t, dir); len(got) != 5 {
 		t.Errorf("topics after the restart %v, want the same five", got)
 	}
