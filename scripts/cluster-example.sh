@@ -80,7 +80,9 @@ for i in 1 2 3; do
 	fi
 	# The engine's lines, its name first, by a printer that ignores the signals (it ends when the
 	# engine has exited and closed its output), so that the engine's last lines are printed too.
-	exec 3> >(trap '' INT TERM && exec awk -v p="e$i: " '{ print p $0; fflush() }')
+	# bash's read takes one line at a time from a pipe, so each line is printed as it comes; mawk
+	# (Debian's awk) reads its input in blocks, and held a quiet engine's lines until its exit.
+	exec 3> >(trap '' INT TERM && while IFS= read -r line || [ -n "$line" ]; do printf 'e%s: %s\n' "$i" "$line"; done)
 	printers+=("${!:-}")
 	"$engine" "${args[@]}" >&3 2>&3 3>&- &
 	pids+=($!)
