@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/internal/natssubject"
 	"github.com/rocketstore/engine/stages/ingress"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
@@ -137,7 +138,7 @@ func (v *validator) ingress() {
 				continue
 			}
 			for _, prev := range r.Subjects[:i] {
-				if checkSubscription(prev) == "" && subjectsOverlap(prev, s) {
+				if checkSubscription(prev) == "" && natssubject.Overlap(prev, s) {
 					v.bad("subjects", "%q and %q overlap: a message on both would be stored twice (NATS delivers it once per subscription); keep one of them", prev, s)
 				}
 			}
@@ -268,7 +269,7 @@ func (v *validator) embedded() {
 func (v *validator) readAPI() {
 	r := v.r
 	if !r.NoReadAPI {
-		if why := checkSubjectTokens(r.APIPrefix, false); why != "" {
+		if why := natssubject.Check(r.APIPrefix, false); why != "" {
 			v.bad("api_prefix", "%q: %s", r.APIPrefix, why)
 		}
 		v.atLeast("max_long_polls", r.MaxLongPolls, 1)
@@ -285,7 +286,7 @@ func (v *validator) readAPI() {
 
 // checkSubscription checks a subject to subscribe to; it says what is wrong, "" if nothing.
 func checkSubscription(s string) string {
-	if why := checkSubjectTokens(s, true); why != "" {
+	if why := natssubject.Check(s, true); why != "" {
 		return why
 	}
 	switch {
@@ -295,47 +296,6 @@ func checkSubscription(s string) string {
 		return "$-subjects (system, JetStream and API subjects) are never stored"
 	}
 	return ""
-}
-
-// checkSubjectTokens checks a subject's tokens (as ingress does): not empty, no whitespace, no
-// empty token; wildcards only if allowed, '*' a whole token, '>' the whole last token.
-func checkSubjectTokens(s string, wildcards bool) string {
-	if s == "" {
-		return "empty subject"
-	}
-	if i := strings.IndexAny(s, " \t\r\n\f\v"); i >= 0 {
-		return fmt.Sprintf("whitespace at byte %d: subjects hold none", i)
-	}
-	toks := strings.Split(s, ".")
-	for i, t := range toks {
-		switch {
-		case t == "":
-			return "an empty token (tokens are separated by single dots, with none at either end)"
-		case (t == "*" || t == ">") && !wildcards:
-			return "wildcards are not allowed here"
-		case t == ">" && i != len(toks)-1:
-			return "'>' must be the last token"
-		case len(t) > 1 && strings.ContainsAny(t, "*>"):
-			return fmt.Sprintf("token %q: a wildcard must be a whole token", t)
-		}
-	}
-	return ""
-}
-
-// subjectsOverlap reports whether some literal subject matches both subscriptions.
-func subjectsOverlap(a, b string) bool {
-	ta, tb := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; ; i++ {
-		if i == len(ta) || i == len(tb) {
-			return len(ta) == len(tb)
-		}
-		if ta[i] == ">" || tb[i] == ">" {
-			return true
-		}
-		if ta[i] != "*" && tb[i] != "*" && ta[i] != tb[i] {
-			return false
-		}
-	}
 }
 
 // checkHeaderName checks a header name (an HTTP token).
