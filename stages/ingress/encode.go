@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rocketstore/engine/internal/natssubject"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
@@ -21,7 +22,7 @@ import (
 const recordSlack = 91 + 24 + 1 + 21
 
 // PropNatsSubject is the property that keeps a record's NATS subject.
-const PropNatsSubject = route.PropNatsSubject
+const PropNatsSubject = natssubject.Property
 
 // ReservedProperty reports whether a header called name is refused because the property of that
 // name is set by the store (NATS_SUBJECT, and commitlog.ReservedProperty's) or reserved by

@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rocketstore/engine/internal/natssubject"
@@ -50,19 +51,11 @@ func ParseTopicPattern(s string) (TopicPattern, error) {
 
 // literalPrefix is pattern's tokens before its first wildcard, joined by '.'.
 func literalPrefix(pattern string) string {
-	end := 0
-	for rest := pattern; rest != ""; {
-		tok, after, more := strings.Cut(rest, ".")
-		if tok == "*" || tok == ">" {
-			break
-		}
-		end += len(tok)
-		if more {
-			end++
-		}
-		rest = after
+	toks := strings.Split(pattern, ".")
+	if i := slices.IndexFunc(toks, func(t string) bool { return t == "*" || t == ">" }); i >= 0 {
+		toks = toks[:i]
 	}
-	return strings.TrimSuffix(pattern[:end], ".")
+	return strings.Join(toks, ".")
 }
 
 // CheckTopicPatterns checks declared patterns: each valid (as ParseTopicPattern makes them),

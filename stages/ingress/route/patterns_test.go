@@ -56,14 +56,14 @@ func TestDeclaredTopics(t *testing.T) {
 	long := "orders." + strings.Repeat("x", 300)
 	for subject, topic := range map[string]string{"device.1.temp": "device", "device.2.temp": "device", "orders.eu": "orders", long: "orders"} {
 		rt := r.Route(subject)
-		if rt.Err != nil || rt.Topic != topic || rt.Tags != "" || rt.Overflow {
+		if rt.Err != nil || rt.Topic != topic || rt.Tags != "" {
 			t.Errorf("Route(%.20q) = %+v; want topic %s, no tags", subject, rt, topic)
 		}
 	}
-	if rt := r.Route("device.1.hum"); rt.Topic != "device" || rt.Tags != "1.hum" || rt.Overflow {
+	if rt := r.Route("device.1.hum"); rt.Topic != "device" || rt.Tags != "1.hum" {
 		t.Errorf("the token rule's subject: %+v", rt)
 	}
-	if rt := r.Route("billing.x"); rt.Topic != OverflowTopic || !rt.Overflow || rt.Tags != "x" {
+	if rt := r.Route("billing.x"); rt.Topic != OverflowTopic || rt.Tags != "x" {
 		t.Errorf("past the limit of 1: %+v", rt)
 	}
 	if s := r.Stats(); s.RuleTopics != 1 || s.MaxTopics != 1 || s.Overflowed != 1 {
@@ -86,7 +86,7 @@ func TestTopicLimit(t *testing.T) {
 		if i >= 3 {
 			want = OverflowTopic
 		}
-		if rt.Err != nil || rt.Topic != want || rt.Overflow != (i >= 3) {
+		if rt.Err != nil || rt.Topic != want {
 			t.Fatalf("subject %d: %+v, want topic %s", i, rt, want)
 		}
 	}
@@ -114,14 +114,14 @@ func TestTopicLimit(t *testing.T) {
 
 	r = NewRouter(Mapping{MaxTopics: -1}, 4, "Rmq-Keys", 64, nil)
 	for i := range 2 * DefaultMaxTopics {
-		if rt := r.Route(fmt.Sprintf("u.%d", i)); rt.Overflow {
+		if rt := r.Route(fmt.Sprintf("u.%d", i)); rt.Topic == OverflowTopic {
 			t.Fatalf("no limit: subject %d overflowed", i)
 		}
 	}
 	r = NewRouter(Mapping{}, 4, "Rmq-Keys", 64, nil)
 	for i := range DefaultMaxTopics + 1 {
-		if rt := r.Route(fmt.Sprintf("u.%d", i)); rt.Overflow != (i == DefaultMaxTopics) {
-			t.Fatalf("the default limit: subject %d overflow %v", i, rt.Overflow)
+		if rt := r.Route(fmt.Sprintf("u.%d", i)); (rt.Topic == OverflowTopic) != (i == DefaultMaxTopics) {
+			t.Fatalf("the default limit: subject %d in topic %s", i, rt.Topic)
 		}
 	}
 }

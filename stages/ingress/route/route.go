@@ -70,11 +70,8 @@ type Route struct {
 	// Err is set when the subject cannot be stored at all (topic too long, subject not valid as
 	// the NATS_SUBJECT property, or not a literal NATS subject: an empty or a wildcard token,
 	// whitespace); every message of the subject then gets an error reply.
-	Err error
-	// Overflow: the rule's topic would have been a new one past the topic limit, so Topic is
-	// OverflowTopic.
-	Overflow bool
-	state    *topicState
+	Err   error
+	state *topicState
 	// Partition is the message's partition, its queue, under partitioned ingest; -1 otherwise
 	// (whether it is owned is checked for every message: ownership moves). Stored is then the
 	// subject the publisher used, stored as NATS_SUBJECT ("" means the message's own subject).
@@ -161,13 +158,13 @@ func (r *Router) makeRoute(subject string) *Route {
 		}
 	}
 	if rt.Err == nil {
-		if err := commitlog.CheckProperty(PropNatsSubject, mapped); err != nil {
+		if err := commitlog.CheckProperty(natssubject.Property, mapped); err != nil {
 			rt.Err = fmt.Errorf("%w: %w", ErrInvalidSubject, err)
 		} else if rt.Err = CheckPublishedSubject(mapped); rt.Err == nil {
 			var declared bool
 			rt.Topic, rt.Tags, declared, rt.Err = r.mapping.mapDeclared(mapped)
 			if rt.Err == nil && !declared && !r.limit.admit(mapped, rt.Topic) {
-				rt.Topic, rt.Overflow = OverflowTopic, true
+				rt.Topic = OverflowTopic
 			}
 		}
 	}
@@ -240,10 +237,6 @@ func firstKey(v string) string {
 func (rt *Route) Worker(queue int32, workers int) int {
 	return int((rt.shard + uint32(queue)) % uint32(workers))
 }
-
-// PropNatsSubject is the property that keeps a record's NATS subject (the subject must be valid
-// as its value to be stored).
-const PropNatsSubject = natssubject.Property
 
 // fnv32 is FNV-1a, 32 bits.
 func fnv32(s string) uint32 {
