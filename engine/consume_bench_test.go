@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	natstest "github.com/nats-io/nats-server/v2/test"
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -110,25 +109,7 @@ func BenchmarkConsume(b *testing.B) {
 			})
 
 			b.Run("jetstream", func(b *testing.B) {
-				ns := jetStreamServer(b)
-				nc, err := nats.Connect(ns.ClientURL())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer nc.Close()
-				js, err := nc.JetStream(nats.PublishAsyncMaxPending(4096))
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := js.AddStream(&nats.StreamConfig{Name: "BENCH", Subjects: []string{"jsbench"}, Storage: nats.FileStorage}); err != nil {
-					b.Fatal(err)
-				}
-				for range consumeMessages {
-					if _, err := js.PublishAsync("jsbench", body); err != nil {
-						b.Fatal(err)
-					}
-				}
-				<-js.PublishAsyncComplete()
+				js := jetStreamFilled(b, "BENCH", "jsbench", consumeMessages, func(int) string { return "jsbench" }, body)
 				i := 0
 				for b.Loop() {
 					sub, err := js.PullSubscribe("jsbench", fmt.Sprint("c", i), nats.AckNone(), nats.BindStream("BENCH"))
@@ -152,12 +133,32 @@ func BenchmarkConsume(b *testing.B) {
 	}
 }
 
-func jetStreamServer(b *testing.B) *server.Server {
+// jetStreamFilled starts a JetStream server of its own and fills a file-store stream capturing
+// subjects with n messages of body, message i on subject(i).
+func jetStreamFilled(b *testing.B, stream, subjects string, n int, subject func(i int) string, body []byte) nats.JetStreamContext {
 	opts := natstest.DefaultTestOptions
 	opts.Port = -1
 	opts.JetStream = true
 	opts.StoreDir = b.TempDir()
-	s := natstest.RunServer(&opts)
-	b.Cleanup(s.Shutdown)
-	return s
+	ns := natstest.RunServer(&opts)
+	b.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	js, err := nc.JetStream(nats.PublishAsyncMaxPending(4096))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := js.AddStream(&nats.StreamConfig{Name: stream, Subjects: []string{subjects}, Storage: nats.FileStorage}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		if _, err := js.PublishAsync(subject(i), body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	<-js.PublishAsyncComplete()
+	return js
 }

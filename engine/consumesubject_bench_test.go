@@ -87,25 +87,7 @@ func BenchmarkConsumeOneSubject(b *testing.B) {
 	})
 
 	b.Run("jetstream", func(b *testing.B) {
-		ns := jetStreamServer(b)
-		nc, err := nats.Connect(ns.ClientURL())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer nc.Close()
-		js, err := nc.JetStream(nats.PublishAsyncMaxPending(4096))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := js.AddStream(&nats.StreamConfig{Name: "DEVICE", Subjects: []string{"device.>"}, Storage: nats.FileStorage}); err != nil {
-			b.Fatal(err)
-		}
-		for i := range wideMessages {
-			if _, err := js.PublishAsync(subject(i), body); err != nil {
-				b.Fatal(err)
-			}
-		}
-		<-js.PublishAsyncComplete()
+		js := jetStreamFilled(b, "DEVICE", "device.>", wideMessages, subject, body)
 		i, n := 0, 0
 		for b.Loop() {
 			sub, err := js.PullSubscribe(subject(7), fmt.Sprint("c", i), nats.AckNone(), nats.BindStream("DEVICE"))
