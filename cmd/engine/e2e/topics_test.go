@@ -56,6 +56,18 @@ func TestTopicsBySubjectPattern(t *testing.T) {
 	if line, _, ok := e.findLog(0, "ingress: topic limit reached"); !ok || line["subject"] != "x.3" || line["max_topics"] != 2.0 {
 		t.Errorf("limit log %v (found %v), want one naming x.3 and the limit", line, ok)
 	}
+	code, body := httpGet(t, e.http+"/status")
+	var status struct {
+		Ingress struct {
+			RuleTopics     int `json:"rule_topics"`
+			MaxTopics      int `json:"max_topics"`
+			OverflowRoutes int `json:"overflow_routes"`
+		} `json:"ingress"`
+	}
+	if err := json.Unmarshal([]byte(body), &status); code != 200 || err != nil ||
+		status.Ingress.RuleTopics != 2 || status.Ingress.MaxTopics != 2 || status.Ingress.OverflowRoutes != 3 {
+		t.Errorf("/status (%d, %v): ingress %+v, want 2 rule topics of at most 2, 3 overflow routes", code, err, status.Ingress)
+	}
 	if m["rocketstore_ingress_rule_topics"] != 2 || m["rocketstore_ingress_overflow_routes_total"] != 3 {
 		t.Errorf("metrics: rule topics %v, overflow routes %v; want 2 and 3 (x.3, x.4, device.1.hum)",
 			m["rocketstore_ingress_rule_topics"], m["rocketstore_ingress_overflow_routes_total"])
@@ -254,6 +266,17 @@ func TestReadBySubject(t *testing.T) {
 // pullBodies runs one $RS.API.pull and returns the bodies of the messages it sent.
 func pullBodies(t *testing.T, nc *nats.Conn, req map[string]any) []string {
 	t.Helper()
+	msgs, _ := pull(t, nc, req)
+	var bodies []string
+	for _, m := range msgs {
+		bodies = append(bodies, string(m.Data))
+	}
+	return bodies
+}
+
+// pull runs one $RS.API.pull: the messages it sent, then its end message.
+func pull(t *testing.T, nc *nats.Conn, req map[string]any) (msgs []*nats.Msg, end *nats.Msg) {
+	t.Helper()
 	inbox := nats.NewInbox()
 	got := make(chan *nats.Msg, 64)
 	sub, err := nc.ChanSubscribe(inbox, got)
@@ -267,20 +290,19 @@ func pullBodies(t *testing.T, nc *nats.Conn, req map[string]any) []string {
 	}
 	timeout := time.NewTimer(waitTimeout)
 	defer timeout.Stop()
-	var bodies []string
-	for range 1000 {
+	for range 100_000 {
 		select {
 		case m := <-got:
 			if m.Reply == "" { // the end message
-				return bodies
+				return msgs, m
 			}
-			bodies = append(bodies, string(m.Data))
+			msgs = append(msgs, m)
 		case <-timeout.C:
 			t.Fatalf("pull %v: no end message within %v", req, waitTimeout)
 		}
 	}
 	t.Fatalf("pull %v: no end message", req)
-	return nil
+	return nil, nil
 }
 
 // ndjsonOrNone is ndjson, and nothing for empty output.
