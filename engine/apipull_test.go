@@ -550,3 +550,24 @@ func TestConsumerSubjectFilter(t *testing.T) {
 		t.Fatalf("consumer on device.1.temp read %v, want %v", got, want)
 	}
 }
+
+// TestPullScansPastFilterMisses: one pull with a subject filter reads past the 800 units a Get
+// looks at, so a message after thousands that miss comes in the first pull, not after a round
+// trip per 800 units.
+func TestPullScansPastFilterMisses(t *testing.T) {
+	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1,
+		Topics: []route.TopicPattern{{Subjects: "device.*.temp", Topic: "device"}}})
+	const misses = 3000
+	msgs := make([]Message, misses)
+	for i := range msgs {
+		msgs[i] = Message{Topic: "device", Body: []byte("x"), Properties: map[string]string{"NATS_SUBJECT": "device.0.temp"}}
+	}
+	if _, err := a.Engine.Put(a.ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	last := a.store(t, apiMsg("device.1.temp", 1))
+	res, err := a.client.Pull(a.ctx, api.PullRequest{Topic: "device", Subject: "device.1.temp"})
+	if err != nil || len(res.Messages) != 1 || res.Messages[0].QueueOffset != last.QueueOffset || res.NextOffset != misses+1 {
+		t.Fatalf("one pull: %v, %d messages, next %d; want the message at %d", err, len(res.Messages), res.NextOffset, last.QueueOffset)
+	}
+}

@@ -113,3 +113,21 @@ func TestPlainTemplatesBounded(t *testing.T) {
 		t.Fatal("no template for subjects seen twice")
 	}
 }
+
+// TestPlainTemplateBudget: the workers share plainTemplateBudget templates, and each keeps at
+// least maxPlainTemplates however many workers there are (docs/CONFIG.md, Memory).
+func TestPlainTemplateBudget(t *testing.T) {
+	for _, tc := range []struct{ workers, each int }{
+		{1, plainTemplateBudget}, {2, plainTemplateBudget / 2}, {8, maxPlainTemplates}, {64, maxPlainTemplates},
+	} {
+		in, err := New(Config{Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Workers: tc.workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range in.workers {
+			if got := w.plain.limit(); got != tc.each {
+				t.Fatalf("%d workers: %d templates each, want %d", tc.workers, got, tc.each)
+			}
+		}
+	}
+}

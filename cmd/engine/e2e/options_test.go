@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -106,33 +105,12 @@ func TestPull(t *testing.T) {
 		acks = append(acks, stored(t, nc, msg("pull.a", fmt.Sprint("body ", i), "Rmq-Keys", "k", "X-Note", fmt.Sprint(i))))
 	}
 	waitReadable(t, nc, acks[2])
-	inbox := nats.NewInbox()
-	got := make(chan *nats.Msg, 16)
-	sub, err := nc.ChanSubscribe(inbox, got)
-	if err != nil {
-		t.Fatal(err)
+	msgs, end := pull(t, nc, map[string]any{"topic": "pull_a", "queueId": acks[0].QueueID, "offset": 0, "max": 10})
+	if len(msgs) != 3 || end.Header.Get("Rs-Pull-Status") != "FOUND" || end.Header.Get("Rs-Pull-Next-Offset") != "3" || end.Header.Get("Rs-Pull-Count") != "3" {
+		t.Fatalf("pull end after %d messages: %v", len(msgs), end.Header)
 	}
-	defer sub.Unsubscribe()
-	req, _ := json.Marshal(map[string]any{"topic": "pull_a", "queueId": acks[0].QueueID, "offset": 0, "max": 10})
-	if err := nc.PublishRequest("$RS.API.pull", inbox, req); err != nil {
-		t.Fatal(err)
-	}
-	timeout := time.NewTimer(waitTimeout)
-	defer timeout.Stop()
-	for i := 0; ; i++ {
-		var m *nats.Msg
-		select {
-		case m = <-got:
-		case <-timeout.C:
-			t.Fatalf("pull: no end message within %v", waitTimeout)
-		}
-		if m.Reply == "" { // the end message
-			if i != 3 || m.Header.Get("Rs-Pull-Status") != "FOUND" || m.Header.Get("Rs-Pull-Next-Offset") != "3" || m.Header.Get("Rs-Pull-Count") != "3" {
-				t.Fatalf("pull end after %d messages: %v", i, m.Header)
-			}
-			break
-		}
-		if i >= 3 || string(m.Data) != fmt.Sprint("body ", i) || m.Header.Get("X-Note") != fmt.Sprint(i) || m.Header.Get("Rmq-Keys") != "k" {
+	for i, m := range msgs {
+		if string(m.Data) != fmt.Sprint("body ", i) || m.Header.Get("X-Note") != fmt.Sprint(i) || m.Header.Get("Rmq-Keys") != "k" {
 			t.Fatalf("pulled message %d: %q %v", i, m.Data, m.Header)
 		}
 		if !strings.HasPrefix(m.Reply, fmt.Sprintf("$RS.PULL.%d.", i)) || !strings.HasSuffix(m.Reply, acks[i].MsgID) {
