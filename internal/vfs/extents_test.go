@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -38,7 +39,8 @@ func TestDataExtents(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer seg.Close()
-			if got := DataExtents(seg, 0); len(got) != 0 {
+			// OS writes the first page of a new segment (see CreateSegment).
+			if got := DataExtents(seg, 0); len(got) != 0 && (tc.exact || len(got) > 1 || got[0].End > int64(os.Getpagesize())) {
 				t.Fatalf("a fresh segment maps data at %v", got)
 			}
 			for _, off := range written {
