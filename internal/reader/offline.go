@@ -288,6 +288,9 @@ func (readOnlyFS) Rename(oldname, _ string) error { return roErr("rename", oldna
 // MkdirAll refuses.
 func (readOnlyFS) MkdirAll(dir string) error { return roErr("mkdir", dir) }
 
+// Mkdir refuses.
+func (readOnlyFS) Mkdir(dir string) error { return roErr("mkdir", dir) }
+
 // SyncDir refuses.
 func (readOnlyFS) SyncDir(dir string) error { return roErr("sync", dir) }
 

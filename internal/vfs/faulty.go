@@ -26,7 +26,7 @@ const (
 	OpReadFile                    // FS.ReadFile
 	OpRename                      // FS.Rename, asked with the old name
 	OpRemove                      // FS.Remove
-	OpMkdir                       // FS.MkdirAll
+	OpMkdir                       // FS.MkdirAll and FS.Mkdir
 	OpReadDir                     // FS.ReadDir
 	OpStat                        // FS.Stat
 	OpSyncDir                     // FS.SyncDir
@@ -173,6 +173,14 @@ func (f *Faulty) MkdirAll(dir string) error {
 		return err
 	}
 	return f.fs.MkdirAll(dir)
+}
+
+// Mkdir asks OpMkdir.
+func (f *Faulty) Mkdir(dir string) error {
+	if err := f.inj(OpMkdir, dir); err != nil {
+		return err
+	}
+	return f.fs.Mkdir(dir)
 }
 
 // ReadDir asks OpReadDir.

@@ -450,6 +450,26 @@ func (m *Mem) MkdirAll(dir string) error {
 	return nil
 }
 
+// Mkdir creates dir, durable at once like MkdirAll's (see Mem); its parent must exist.
+func (m *Mem) Mkdir(dir string) error {
+	p, err := memClean(dir)
+	if err != nil {
+		return memPathErr("mkdir", dir, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dirs[p] != nil {
+		return memPathErr("mkdir", dir, fs.ErrExist)
+	}
+	if m.dirs[path.Dir(p)] == nil {
+		return memPathErr("mkdir", dir, fs.ErrNotExist)
+	}
+	if err := m.mkdirAll(p); err != nil {
+		return memPathErr("mkdir", dir, err)
+	}
+	return nil
+}
+
 // REQUIRES: m.mu held; p clean. The roots always exist, so the recursion ends.
 func (m *Mem) mkdirAll(p string) error {
 	if m.dirs[p] != nil {

@@ -42,6 +42,9 @@ func (r ReadOnlyFS) Rename(oldname, _ string) error { return r.refuse("rename", 
 // MkdirAll refuses.
 func (r ReadOnlyFS) MkdirAll(dir string) error { return r.refuse("mkdir", dir) }
 
+// Mkdir refuses.
+func (r ReadOnlyFS) Mkdir(dir string) error { return r.refuse("mkdir", dir) }
+
 // SyncDir refuses.
 func (r ReadOnlyFS) SyncDir(dir string) error { return r.refuse("sync", dir) }
 

@@ -41,6 +41,10 @@ type FS interface {
 	Rename(oldname, newname string) error
 	// MkdirAll creates dir and its parents. Directories are durable once created.
 	MkdirAll(dir string) error
+	// Mkdir creates dir, whose parent must exist. Unlike MkdirAll it does not sync: the new
+	// entry is durable once its parent is synced (SyncDir), so that a caller creating many
+	// directories can sync each parent once.
+	Mkdir(dir string) error
 	// ReadDir lists dir, sorted by name.
 	ReadDir(dir string) ([]DirEntry, error)
 	Stat(name string) (FileInfo, error)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/rocketstore/engine/internal/store/segment"
 	"github.com/rocketstore/engine/internal/vfs"
 )
 
@@ -67,6 +68,9 @@ type config struct {
 	reserveStep int64
 	maxMapped   int
 	readOnly    bool
+	// dirSyncs takes the directory syncs of new queues and files (nil when read-only), run by
+	// FlushAll before the checkpoint that relies on them.
+	dirSyncs *segment.DirSyncs
 }
 
 func (o Options) config() (*config, error) {

@@ -47,6 +47,7 @@ func (cq *ConsumeQueue) segOptions() segment.Options {
 		ReserveStep: cq.cfg.reserveStep,
 		Random:      true,
 		ReadOnly:    cq.cfg.readOnly,
+		DirSyncs:    cq.cfg.dirSyncs,
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/rocketstore/engine/internal/store/segment"
 )
 
 // Store owns every ConsumeQueue under <root>/consumequeue: it finds them on disk (Load),
@@ -45,6 +47,7 @@ func Open(opts Options) (*Store, error) {
 		if err := cfg.fs.MkdirAll(cfg.dir); err != nil {
 			return nil, fmt.Errorf("consumequeue: %w", err)
 		}
+		cfg.dirSyncs = segment.NewDirSyncs(cfg.fs)
 	}
 	return &Store{cfg: cfg, queues: make(map[queueKey]*ConsumeQueue)}, nil
 }
@@ -268,11 +271,15 @@ func (s *Store) DeleteExpiredAll(minCommitLogOffset int64) (int, error) {
 	return total, errors.Join(errs...)
 }
 
-// FlushAll runs Flush(leastPages) on every mapped queue (unmapped ones hold nothing unflushed),
-// then unmaps idle queues if more than the bound are mapped. It goes on past a queue that
-// fails and returns every error.
+// FlushAll makes the directories and files of the queues created since the last call durable,
+// runs Flush(leastPages) on every mapped queue (unmapped ones hold nothing unflushed), then
+// unmaps idle queues if more than the bound are mapped. It goes on past a queue that fails and
+// returns every error.
 func (s *Store) FlushAll(leastPages int) error {
 	var errs []error
+	if s.cfg.dirSyncs != nil {
+		errs = append(errs, s.cfg.dirSyncs.Sync())
+	}
 	for _, cq := range s.mappedQueues() {
 		errs = append(errs, cq.Flush(leastPages))
 	}

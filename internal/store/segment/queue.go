@@ -50,6 +50,10 @@ type Options struct {
 	// Random turns read-ahead off for the files (vfs.Segment.AdviseRandom): for files written
 	// in small pieces at a time and read at random, like ConsumeQueues.
 	Random bool
+	// DirSyncs, when set, takes the directory syncs that make the queue's new directories and
+	// first file durable, for its owner to run before it relies on them (see DirSyncs); when
+	// nil, and for every later file, each creation syncs its directory before it returns.
+	DirSyncs *DirSyncs
 }
 
 // ErrOutOfRange is returned for an offset that no file of the queue holds.
@@ -96,7 +100,11 @@ func Open(opts Options) (*Queue, error) {
 	q := &Queue{opts: opts}
 	q.preparing.Store(-1)
 	if !opts.ReadOnly {
-		if err := opts.FS.MkdirAll(opts.Dir); err != nil {
+		mkdir := opts.FS.MkdirAll
+		if opts.DirSyncs != nil {
+			mkdir = opts.DirSyncs.mkdirAll
+		}
+		if err := mkdir(opts.Dir); err != nil {
 			return nil, err
 		}
 	}
@@ -324,8 +332,8 @@ func (q *Queue) Prepared() bool {
 	return last != nil && q.preparing.Load() == last.End()
 }
 
-// create makes a new file at base and syncs the directory, so that the file's name survives a
-// crash as soon as the file is used. REQUIRES: allocMu held.
+// create makes a new file at base and syncs the directory (or leaves that to DirSyncs), so that
+// the file's name survives a crash as soon as the file is used. REQUIRES: allocMu held.
 func (q *Queue) create(base int64) (*File, error) {
 	name := filepath.Join(q.opts.Dir, Name(base))
 	if base > math.MaxInt64-q.opts.FileSize {
@@ -342,7 +350,12 @@ func (q *Queue) create(base int64) (*File, error) {
 	if q.opts.Random {
 		seg.AdviseRandom()
 	}
-	if err := q.opts.FS.SyncDir(q.opts.Dir); err != nil {
+	// Only a queue's first file is left to DirSyncs. A file after it is synced at once, which
+	// makes every entry before it durable too: a crash that loses unsynced entries one by one
+	// could otherwise keep a later file without an earlier one, a queue with a hole.
+	if q.opts.DirSyncs != nil && len(q.Files()) == 0 {
+		q.opts.DirSyncs.add(q.opts.Dir)
+	} else if err := q.opts.FS.SyncDir(q.opts.Dir); err != nil {
 		seg.Close()
 		q.opts.FS.Remove(name)
 		return nil, err
@@ -357,8 +370,14 @@ func (q *Queue) discard(f *File) {
 }
 
 // Flush makes every byte below target durable, syncing only what was not synced yet, file by
-// file. One goroutine at a time may call it.
+// file, and with DirSyncs first the directory entries still pending (every queue's: one sync
+// a directory). One goroutine at a time may call it.
 func (q *Queue) Flush(target int64) error {
+	if q.opts.DirSyncs != nil {
+		if err := q.opts.DirSyncs.Sync(); err != nil {
+			return err
+		}
+	}
 	for {
 		where := q.flushedWhere.Load()
 		if where >= target {
