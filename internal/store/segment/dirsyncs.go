@@ -19,8 +19,11 @@ import (
 type DirSyncs struct {
 	fs vfs.FS
 
-	mu   sync.Mutex
-	dirs map[string]struct{}
+	// syncMu is held through a whole Sync, so that a Sync that finds nothing pending because
+	// another one took it returns only once that one has synced it.
+	syncMu sync.Mutex
+	mu     sync.Mutex
+	dirs   map[string]struct{}
 }
 
 // NewDirSyncs returns an empty set of directories of fsys to sync.
@@ -35,17 +38,12 @@ func (d *DirSyncs) add(dir string) {
 	d.mu.Unlock()
 }
 
-// Pending is the number of directories waiting for Sync.
-func (d *DirSyncs) Pending() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.dirs)
-}
-
 // Sync makes durable every entry noted before the call. A directory that fails stays pending
 // for the next call; every error is returned. Safe for concurrent use, as queues keep being
 // created while it syncs.
 func (d *DirSyncs) Sync() error {
+	d.syncMu.Lock()
+	defer d.syncMu.Unlock()
 	d.mu.Lock()
 	dirs := make([]string, 0, len(d.dirs))
 	for dir := range d.dirs {
