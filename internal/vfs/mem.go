@@ -38,7 +38,9 @@ const memDefaultCapacity = 1 << 50
 // Simplifications, each one chosen because the store never depends on the difference:
 //
 //   - Directories are durable as soon as MkdirAll creates them, and removing an empty directory
-//     is durable at once (together with any unsynced removals inside it).
+//     is durable at once (together with any unsynced removals inside it). One made by Mkdir is
+//     not: until its parent is synced a crash loses it, with everything in it (or, with
+//     CrashOptions.UnsyncedDirChanges, keeps it or not at random).
 //   - The size a segment gets from CreateSegment is durable at once; only its entry needs
 //     SyncDir. Its durable bytes start as zeros.
 //   - A ReadOnly segment is a writable slice like any other: memory cannot refuse the store.
@@ -131,6 +133,8 @@ type memDir struct {
 	durable map[string]*memNode // entries a crash keeps
 	subdirs map[string]bool
 	modTime time.Time
+	// unsynced: made by Mkdir, its entry in its parent not synced since.
+	unsynced bool
 }
 
 func newMemDir(t time.Time) *memDir {
@@ -437,35 +441,34 @@ func (m *Mem) Rename(oldname, newname string) error {
 }
 
 // MkdirAll creates dir and its parents, durable at once (see Mem).
-func (m *Mem) MkdirAll(dir string) error {
-	p, err := memClean(dir)
-	if err != nil {
-		return memPathErr("mkdir", dir, err)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.mkdirAll(p); err != nil {
-		return memPathErr("mkdir", dir, err)
-	}
-	return nil
-}
+func (m *Mem) MkdirAll(dir string) error { return m.mkdir(dir, false) }
 
-// Mkdir creates dir, durable at once like MkdirAll's (see Mem); its parent must exist.
-func (m *Mem) Mkdir(dir string) error {
+// Mkdir creates dir, whose parent must exist, durable once its parent is synced (see Mem).
+func (m *Mem) Mkdir(dir string) error { return m.mkdir(dir, true) }
+
+func (m *Mem) mkdir(dir string, one bool) error {
 	p, err := memClean(dir)
 	if err != nil {
 		return memPathErr("mkdir", dir, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.dirs[p] != nil {
-		return memPathErr("mkdir", dir, fs.ErrExist)
+	if one {
+		switch {
+		case m.dirs[p] != nil:
+			err = fs.ErrExist
+		case m.dirs[path.Dir(p)] == nil:
+			err = fs.ErrNotExist
+		}
 	}
-	if m.dirs[path.Dir(p)] == nil {
-		return memPathErr("mkdir", dir, fs.ErrNotExist)
+	if err == nil {
+		err = m.mkdirAll(p)
 	}
-	if err := m.mkdirAll(p); err != nil {
+	if err != nil {
 		return memPathErr("mkdir", dir, err)
+	}
+	if one {
+		m.dirs[p].unsynced = true
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"maps"
 	"math/rand/v2"
+	"path"
 	"slices"
 )
 
@@ -45,6 +46,10 @@ func (m *Mem) SyncDir(dir string) error {
 		return memPathErr("sync", dir, err)
 	}
 	d.durable = maps.Clone(d.files)
+	p, _ := memClean(dir)
+	for sub := range d.subdirs {
+		m.dirs[path.Join(p, sub)].unsynced = false
+	}
 	return nil
 }
 
@@ -111,8 +116,16 @@ func (m *Mem) CrashImage(rng *rand.Rand, opts CrashOptions) *Mem {
 	defer m.mu.Unlock()
 	img := &Mem{now: m.now, capacity: m.capacity, dirs: make(map[string]*memDir, len(m.dirs))}
 	clones := make(map[*memNode]*memNode)
-	for _, p := range slices.Sorted(maps.Keys(m.dirs)) {
+	lost := make(map[string]bool)                        // directories Mkdir made that the crash took, with their trees
+	for _, p := range slices.Sorted(maps.Keys(m.dirs)) { // a parent sorts before its children
 		d := m.dirs[p]
+		if lost[path.Dir(p)] || d.unsynced && (opts.SyncedOnly || !opts.UnsyncedDirChanges || rng.IntN(2) == 0) {
+			lost[p] = true
+			if parent := img.dirs[path.Dir(p)]; parent != nil {
+				delete(parent.subdirs, path.Base(p))
+			}
+			continue
+		}
 		nd := newMemDir(d.modTime)
 		maps.Copy(nd.subdirs, d.subdirs)
 		img.dirs[p] = nd

@@ -136,6 +136,39 @@ func TestMemDirectoryDurability(t *testing.T) {
 	}
 }
 
+// A directory Mkdir made is lost by a crash, with everything in it, until its parent is synced;
+// syncing the directory itself keeps its entries, not it. With UnsyncedDirChanges it may land.
+func TestMemMkdirDurableOnceParentSynced(t *testing.T) {
+	m := NewMem()
+	noErr(t, m.MkdirAll("q"))
+	noErr(t, m.Mkdir("q/t"))
+	noErr(t, m.Mkdir("q/t/0"))
+	writeFile(t, m, "q/t/0/f", []byte("f"), true)
+	noErr(t, m.SyncDir("q/t/0"))
+	noErr(t, m.SyncDir("q/t")) // makes q/t/0 durable, but q/t itself is not
+	if img := m.SyncedImage(); exists(img, "q/t") || exists(img, "q/t/0/f") {
+		t.Fatal("an unsynced directory survived the crash")
+	}
+	if err := m.Mkdir("q/t"); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("Mkdir of an existing directory: %v", err)
+	}
+	if err := m.Mkdir("q/x/y"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Mkdir without its parent: %v", err)
+	}
+	seen := map[bool]int{}
+	for seed := range uint64(32) {
+		img := m.CrashImage(rand.New(rand.NewPCG(seed, 3)), CrashOptions{UnsyncedDirChanges: true})
+		seen[exists(img, "q/t/0/f")]++
+	}
+	if len(seen) != 2 {
+		t.Fatalf("with UnsyncedDirChanges q/t survived %v, want both outcomes", seen)
+	}
+	noErr(t, m.SyncDir("q"))
+	if got := must(m.SyncedImage().ReadFile("q/t/0/f")); string(got) != "f" {
+		t.Fatalf("q/t/0/f = %q after every parent was synced", got)
+	}
+}
+
 func TestMemUnsyncedDirChangesMayLand(t *testing.T) {
 	m := NewMem()
 	writeFile(t, m, "old", []byte("o"), true)
