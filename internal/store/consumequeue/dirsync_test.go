@@ -9,8 +9,9 @@ import (
 )
 
 // TestNewQueuesSyncedByFlushAll: the dispatcher's Puts on new queues make no directory sync (a
-// new topic's four queues used to cost nine on its path), and once FlushAll has run, a crash
-// keeps every queue created before it, with every unit flushed.
+// new topic's four queues used to cost nine on its path); a crash before FlushAll loses them
+// whole, and once FlushAll has run, a crash keeps every queue created before it, with every
+// unit flushed.
 func TestNewQueuesSyncedByFlushAll(t *testing.T) {
 	mem := vfs.NewMem()
 	var syncs atomic.Int64
@@ -30,6 +31,13 @@ func TestNewQueuesSyncedByFlushAll(t *testing.T) {
 	if n := syncs.Load(); n != 0 {
 		t.Fatalf("Put synced %d directories", n)
 	}
+	// A crash before the flush loses the new queues whole (recovery re-dispatches them from
+	// the checkpoint), and what it leaves loads.
+	early := load(t, mem.CrashImage(nil, vfs.CrashOptions{SyncedOnly: true}), "store", tinyUnits)
+	if n := len(early.Queues()); n != 0 {
+		t.Fatalf("a crash before FlushAll kept %d queues", n)
+	}
+	noErr(t, early.Close())
 	noErr(t, s.FlushAll(0))
 	// consumequeue/, each topic's directory and each queue's: one sync each.
 	if n, want := syncs.Load(), int64(1+topics+4*topics); n != want {

@@ -66,25 +66,22 @@ func (d *DirSyncs) Sync() error {
 }
 
 // mkdirAll creates dir and its missing parents without syncing, noting the parent of each
-// directory it created.
+// directory it created. It tries dir first: a new queue's topic directory usually exists, so
+// that is one mkdir.
 func (d *DirSyncs) mkdirAll(dir string) error {
-	var missing []string
-	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
-		if _, err := d.fs.Stat(p); err == nil {
-			break
-		} else if !errors.Is(err, fs.ErrNotExist) {
+	err := d.fs.Mkdir(dir)
+	if parent := filepath.Dir(dir); errors.Is(err, fs.ErrNotExist) && parent != dir {
+		if err := d.mkdirAll(parent); err != nil {
 			return err
 		}
-		missing = append(missing, p)
-		if filepath.Dir(p) == p {
-			break
-		}
+		err = d.fs.Mkdir(dir)
 	}
-	for _, p := range slices.Backward(missing) {
-		if err := d.fs.Mkdir(p); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		d.add(filepath.Dir(p))
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	case err != nil:
+		return err
 	}
+	d.add(filepath.Dir(dir))
 	return nil
 }
