@@ -25,6 +25,11 @@ const (
 	issue18KiB = 1 << 10
 )
 
+// issue18OwnRate are the fractions of the sync engine's own burst median that the
+// own-rate runs publish at for issue18Long: below what rate nothing is lost, whatever the
+// ceiling (a burst rate is not a rate the engine keeps up for a minute).
+var issue18OwnRate = [...]float64{0.5, 0.75}
+
 // The IDs issue 18's goals read (see issue18Goals): the paced and overload runs of engine-sync.
 const (
 	issue18PacedID    = "engine-sync/ff@75%"
@@ -41,6 +46,8 @@ const (
 //   - ff-paced: ceiling-subscriber and engine-sync for 60 s, the publishers limited to 0.75 x the
 //     median of the ceiling's burst rounds (the ceiling's own shows whether NATS alone keeps
 //     up at that rate on the machine).
+//   - ff-own-rate: engine-sync for 60 s at 0.5 and 0.75 x the median of its own burst rounds:
+//     the rate below which it loses nothing, as a user would pace plain publishers.
 //   - ff-overload: ceiling-subscriber and engine-sync with the publishers at full speed for
 //     60 s: the peak heap and resident set under the default limits, the drops, the catch-up
 //     once the load stops (the ceiling's figures are what nats.go's buffers cost alone).
@@ -50,13 +57,16 @@ func (p *presetBuilder) issue18() {
 	burst := int64(issue18PerPublisher * p.base.Publishers)
 	twins := !p.o.Cold
 	p.group = "ff-burst"
-	var ceilings []string
+	var ceilings, engines []string
 	for round := 1; round <= issue18Rounds; round++ {
 		ceilings = append(ceilings, p.dropFF("ceiling-subscriber", p.base, burst, 0, round, false).ID)
 		for _, cold := range []bool{false, true} {
 			for _, sc := range []string{"engine-sync", "engine-async"} {
 				if !cold || twins {
-					p.dropFF(sc, p.base, burst, 0, round, cold)
+					r := p.dropFF(sc, p.base, burst, 0, round, cold)
+					if sc == "engine-sync" && !cold {
+						engines = append(engines, r.ID)
+					}
 				}
 			}
 		}
@@ -78,6 +88,12 @@ func (p *presetBuilder) issue18() {
 		r := p.dropFF(sc, p.base, 0, issue18Long, 0, false)
 		r.ID += fmt.Sprintf("@%.0f%%", 100*issue18Paced)
 		r.RateOfMedian, r.RateFraction = ceilings, issue18Paced
+	}
+	p.group = "ff-own-rate"
+	for _, f := range issue18OwnRate {
+		r := p.dropFF("engine-sync", p.base, 0, issue18Long, 0, false)
+		r.ID += fmt.Sprintf("@%.0f%%-of-engine", 100*f)
+		r.RateOfMedian, r.RateFraction = engines, f
 	}
 	p.group = "ff-overload"
 	for _, sc := range []string{"ceiling-subscriber", "engine-sync"} {

@@ -12,8 +12,8 @@ import (
 
 // TestIssue18Preset checks that issue18 builds the issue's runs: bursts of 400,000 messages per
 // publisher in 3 interleaved rounds (ceiling, sync, async, the engines' cold twins), 1 KiB
-// rounds, the paced runs at 0.75x the median of the ceiling's rounds and the overload runs,
-// 60 s each; every run with nats.go's default pending limits and drops tolerated; scaled.
+// rounds, the paced runs at 0.75x the median of the ceiling's rounds, the sync engine at 0.5x
+// and 0.75x the median of its own rounds, and the overload runs, 60 s each; every run with nats.go's default pending limits and drops tolerated; scaled.
 func TestIssue18Preset(t *testing.T) {
 	runs, err := Preset("issue18", PresetOptions{})
 	if err != nil {
@@ -44,7 +44,8 @@ func TestIssue18Preset(t *testing.T) {
 		want = append(want, fmt.Sprintf("ceiling-subscriber/ff/b1KiB#%d", i), fmt.Sprintf("engine-sync/ff/b1KiB#%d", i),
 			fmt.Sprintf("engine-sync/ff/b1KiB/cold#%d", i))
 	}
-	want = append(want, "ceiling-subscriber/ff@75%", issue18PacedID, "ceiling-subscriber/ff/overload", issue18OverloadID)
+	want = append(want, "ceiling-subscriber/ff@75%", issue18PacedID, "engine-sync/ff@50%-of-engine", "engine-sync/ff@75%-of-engine",
+		"ceiling-subscriber/ff/overload", issue18OverloadID)
 	if !slices.Equal(ids, want) {
 		t.Fatalf("runs\n%v\nwant\n%v", ids, want)
 	}
@@ -66,7 +67,14 @@ func TestIssue18Preset(t *testing.T) {
 			t.Errorf("%s: %+v", id, r)
 		}
 	}
-	for _, id := range want[26:] {
+	engines := []string{"engine-sync/ff#1", "engine-sync/ff#2", "engine-sync/ff#3"}
+	for i, id := range want[26:28] {
+		if r := byID[id]; r.Load.Duration != time.Minute || r.Load.Messages != 0 || !slices.Equal(r.RateOfMedian, engines) ||
+			r.RateFraction != []float64{0.5, 0.75}[i] || r.Round != 0 || r.Group != "ff-own-rate" || r.Timeout < 4*time.Minute {
+			t.Errorf("%s: %+v", id, r)
+		}
+	}
+	for _, id := range want[28:] {
 		if r := byID[id]; r.Load.Duration != time.Minute || r.Load.Rate != 0 || len(r.rateSources()) != 0 || r.Group != "ff-overload" {
 			t.Errorf("%s: %+v", id, r)
 		}

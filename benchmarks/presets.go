@@ -65,6 +65,7 @@ var groupTitles = map[string]string{
 	"ff-burst":    "Fire-and-forget bursts, default pending limits (interleaved rounds)",
 	"ff-1KiB":     "Fire-and-forget bursts of 1 KiB bodies, default pending limits (interleaved rounds)",
 	"ff-paced":    "Fire-and-forget paced at 0.75x the ceiling's median rate, default pending limits",
+	"ff-own-rate": "Fire-and-forget paced at fractions of engine-sync's own burst median, 60 s, default pending limits",
 	"ff-overload": "Fire-and-forget overload: publishers at full speed, default pending limits",
 }
 
@@ -89,7 +90,8 @@ var groupTitles = map[string]string{
 //   - issue18: issue 18's fire-and-forget runs with nats.go's default pending limits and drops
 //     counted: bursts in 3 interleaved rounds (ceiling, engine sync and async, the engines'
 //     cold twins; 128 B and 1 KiB), the sync engine paced at 0.75x the ceiling's median rate
-//     for 60 s, and at full speed for 60 s (see issue18).
+//     for 60 s, at 0.5x and 0.75x its own burst median for 60 s each, and at full speed for
+//     60 s (see issue18).
 //   - issue19: issue 19's wide subject spaces: 1 to 1,000,000 subjects, the engine with one
 //     declared topic (cold and warm) and with a topic per subject (to 10,000), and JetStream,
 //     on the same fire-and-forget loads (see issue19).
