@@ -285,6 +285,10 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	})
 	e.group.Go("offsets", func(ctx context.Context) error { return e.persistOffsets(ctx, o.OffsetPersistInterval) })
 	e.group.Go("retention", e.retention.Run)
+	if o.CommitLogCache > 0 {
+		e.group.Go("cache", (&flushers.CacheDropper{Log: e.log, Durable: e.durable, Dispatched: e.dispatched,
+			Window: o.CommitLogCache, From: e.dispatched.Load(), Logger: o.Logger.With().Str("stage", "cache").Logger()}).Run)
+	}
 }
 
 func (e *Engine) checkpointer() *flushers.Checkpointer {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rocketstore/engine/flushers"
 	"github.com/rocketstore/engine/internal/vfs"
 )
 
@@ -76,6 +77,9 @@ type Options struct {
 	AckQueue       int
 	MaxAppendBatch int
 	MaxDispatchLag int64
+	// CommitLogCache is how many bytes of the CommitLog below its durable and dispatched head
+	// stay in the page cache (flushers.DefaultCacheWindow; negative: all, the kernel's choice).
+	CommitLogCache int64
 	// DispatchStopTimeout bounds how long Close lets dispatch go on with what it has not
 	// dispatched yet (5 s; negative: until it is all dispatched). Past it dispatch stops at the
 	// next record and the next start dispatches the rest from the checkpoint, so that a stop
@@ -142,18 +146,9 @@ func (o Options) withDefaults() Options {
 	if !o.StoreHost.IsValid() {
 		o.StoreHost = defaultStoreHost
 	}
-	if o.AppendInbox == 0 {
-		o.AppendInbox = 256
-	}
-	if o.AckQueue == 0 {
-		o.AckQueue = 1024
-	}
-	if o.MaxAppendBatch == 0 {
-		o.MaxAppendBatch = 64
-	}
-	if o.MaxDispatchLag == 0 {
-		o.MaxDispatchLag = 256 << 20
-	}
+	o.AppendInbox, o.AckQueue, o.MaxAppendBatch = cmp.Or(o.AppendInbox, 256), cmp.Or(o.AckQueue, 1024), cmp.Or(o.MaxAppendBatch, 64)
+	o.MaxDispatchLag = cmp.Or(o.MaxDispatchLag, 256<<20)
+	o.CommitLogCache = cmp.Or(o.CommitLogCache, flushers.DefaultCacheWindow)
 	if o.DispatchStopTimeout == 0 {
 		o.DispatchStopTimeout = DefaultDispatchStopTimeout
 	}

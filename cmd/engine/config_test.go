@@ -152,6 +152,7 @@ log_format: json
 gc_percent: 300
 store: ` + filepath.Join(dir, "store") + `
 commit_log_size: 64MB            # sizes as nats-server writes them: 64MB is 64 MiB
+commit_log_cache: 512MB
 cq_units: 5000
 index_slots: 1000
 index_entries: 4000
@@ -264,7 +265,7 @@ func TestConfigEveryKey(t *testing.T) {
 	opts.Logger = zerolog.Logger{}
 	want := engine.Options{
 		Dir: filepath.Join(dir, "store"), FlushMode: engine.FlushAsync,
-		CommitLogFileSize: 64 << 20, ConsumeQueueUnits: 5000, IndexSlots: 1000, IndexEntries: 4000,
+		CommitLogFileSize: 64 << 20, CommitLogCache: 512 << 20, ConsumeQueueUnits: 5000, IndexSlots: 1000, IndexEntries: 4000,
 		NoIndex: true, NoPropCRC: true, MmapWrites: true, MaxBodySize: 1 << 20, StoreHost: netip.MustParseAddrPort("10.0.0.1:10912"),
 		DedupeWindow: 90 * time.Second, DedupeMax: 1000,
 		FlushInterval: 250 * time.Millisecond, FlushLeastPages: -1, FlushThoroughInterval: 5 * time.Second,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,18 +34,19 @@ type runCmd struct {
 	CheckConfig bool   `name:"check-config" short:"t" help:"Check the configuration, print it (every key, its value and where it came from) and exit: 0 if valid, 2 if not."`
 
 	// Store files (RocketMQ's store settings).
-	Store         string        `help:"Store directory (created if missing)." default:"./store" env:"ENGINE_STORE" type:"path" group:"Store"`
-	CommitLogSize byteSize      `name:"commit-log-size" help:"Size of each CommitLog segment (mappedFileSizeCommitLog)." default:"1GiB" env:"ENGINE_COMMIT_LOG_SIZE" group:"Store"`
-	CQUnits       int           `name:"cq-units" help:"ConsumeQueue units (20 bytes each) per file (mappedFileSizeConsumeQueue / 20)." default:"300000" env:"ENGINE_CQ_UNITS" group:"Store"`
-	IndexSlots    int           `name:"index-slots" help:"IndexFile hash slots per file (maxHashSlotNum)." default:"5000000" env:"ENGINE_INDEX_SLOTS" group:"Store"`
-	IndexEntries  int           `name:"index-entries" help:"IndexFile entries per file (maxIndexNum)." default:"20000000" env:"ENGINE_INDEX_ENTRIES" group:"Store"`
-	NoIndex       bool          `name:"no-index" help:"Do not build the IndexFile (no lookup by key; messageIndexEnable=false)." env:"ENGINE_NO_INDEX" group:"Store"`
-	NoPropCRC     bool          `name:"no-prop-crc" help:"Do not write the whole-record __CRC32# property (then only the body is checksummed)." env:"ENGINE_NO_PROP_CRC" group:"Store"`
-	MmapWrites    bool          `name:"mmap-writes" help:"Copy records into the CommitLog's mapping (RocketMQ's default) instead of writing each append round with one pwrite; costs more CPU per page (see benchmarks/RESULTS.md)." env:"ENGINE_MMAP_WRITES" group:"Store"`
-	MaxBody       byteSize      `name:"max-body" help:"Largest body accepted (maxMessageSize)." default:"4MiB" env:"ENGINE_MAX_BODY" group:"Store"`
-	StoreHost     string        `name:"store-host" help:"Address written into records and message ids (RocketMQ's store host)." default:"127.0.0.1:10911" env:"ENGINE_STORE_HOST" group:"Store"`
-	DedupeWindow  time.Duration `name:"dedupe-window" help:"How long a Nats-Msg-Id is remembered to drop duplicates." default:"2m" env:"ENGINE_DEDUPE_WINDOW" group:"Store"`
-	DedupeMax     int           `name:"dedupe-max" help:"At most this many message ids are remembered; 0 turns dedupe off." default:"500000" env:"ENGINE_DEDUPE_MAX" group:"Store"`
+	Store          string        `help:"Store directory (created if missing)." default:"./store" env:"ENGINE_STORE" type:"path" group:"Store"`
+	CommitLogSize  byteSize      `name:"commit-log-size" help:"Size of each CommitLog segment (mappedFileSizeCommitLog)." default:"1GiB" env:"ENGINE_COMMIT_LOG_SIZE" group:"Store"`
+	CQUnits        int           `name:"cq-units" help:"ConsumeQueue units (20 bytes each) per file (mappedFileSizeConsumeQueue / 20)." default:"300000" env:"ENGINE_CQ_UNITS" group:"Store"`
+	IndexSlots     int           `name:"index-slots" help:"IndexFile hash slots per file (maxHashSlotNum)." default:"5000000" env:"ENGINE_INDEX_SLOTS" group:"Store"`
+	IndexEntries   int           `name:"index-entries" help:"IndexFile entries per file (maxIndexNum)." default:"20000000" env:"ENGINE_INDEX_ENTRIES" group:"Store"`
+	NoIndex        bool          `name:"no-index" help:"Do not build the IndexFile (no lookup by key; messageIndexEnable=false)." env:"ENGINE_NO_INDEX" group:"Store"`
+	NoPropCRC      bool          `name:"no-prop-crc" help:"Do not write the whole-record __CRC32# property (then only the body is checksummed)." env:"ENGINE_NO_PROP_CRC" group:"Store"`
+	CommitLogCache byteSize      `name:"commit-log-cache" help:"CommitLog bytes behind the head kept in the page cache; older pages are dropped as the log grows (0: keep all, the kernel's choice, as RocketMQ)." default:"1GiB" env:"ENGINE_COMMIT_LOG_CACHE" group:"Store"`
+	MmapWrites     bool          `name:"mmap-writes" help:"Copy records into the CommitLog's mapping (RocketMQ's default) instead of writing each append round with one pwrite; costs more CPU per page (see benchmarks/RESULTS.md)." env:"ENGINE_MMAP_WRITES" group:"Store"`
+	MaxBody        byteSize      `name:"max-body" help:"Largest body accepted (maxMessageSize)." default:"4MiB" env:"ENGINE_MAX_BODY" group:"Store"`
+	StoreHost      string        `name:"store-host" help:"Address written into records and message ids (RocketMQ's store host)." default:"127.0.0.1:10911" env:"ENGINE_STORE_HOST" group:"Store"`
+	DedupeWindow   time.Duration `name:"dedupe-window" help:"How long a Nats-Msg-Id is remembered to drop duplicates." default:"2m" env:"ENGINE_DEDUPE_WINDOW" group:"Store"`
+	DedupeMax      int           `name:"dedupe-max" help:"At most this many message ids are remembered; 0 turns dedupe off." default:"500000" env:"ENGINE_DEDUPE_MAX" group:"Store"`
 
 	// Flush (what an ack means, and RocketMQ's flush services).
 	Flush                   string        `help:"What an ack means: sync = on disk (group commit), async = written to the page cache (flushDiskType)." enum:"sync,async" default:"sync" env:"ENGINE_FLUSH" group:"Flush"`
@@ -265,6 +267,7 @@ func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions
 		Logger:                  log,
 		FlushMode:               mode,
 		CommitLogFileSize:       int64(r.CommitLogSize),
+		CommitLogCache:          cmp.Or(int64(r.CommitLogCache), -1),
 		ConsumeQueueUnits:       r.CQUnits,
 		IndexSlots:              r.IndexSlots,
 		IndexEntries:            r.IndexEntries,

@@ -120,6 +120,9 @@ func (s *memSegment) DoneWriting() error { return nil }
 // AdviseRandom implements Segment; memory has no read-ahead.
 func (s *memSegment) AdviseRandom() {}
 
+// DropCache implements Segment: memory is its own store, so there is no cache to drop.
+func (s *memSegment) DropCache(from, to int64) error { return nil }
+
 func (s *memSegment) Prefault(from, to int64) error {
 	if s.mode == ReadOnly {
 		return nil

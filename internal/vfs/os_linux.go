@@ -283,6 +283,40 @@ func (s *osSegment) Close() error {
 
 func (s *osSegment) AdviseRandom() { _ = unix.Madvise(s.data, unix.MADV_RANDOM) }
 
+// DropCache zaps the mapping's pages of [from, to) (MADV_DONTNEED: a shared file mapping keeps
+// its bytes, the next access faults them in again), since the kernel never drops a page that
+// is mapped, then drops the file's cached pages (FADV_DONTNEED), through the write descriptor
+// or one opened for the call. Only whole pages, and the kernel keeps a large folio (up to 2 MiB)
+// that reaches outside the range: callers that drop a log behind its head drop 2 MiB-aligned
+// ranges, so that nothing stays behind.
+func (s *osSegment) DropCache(from, to int64) error {
+	from = (from + pageSize - 1) &^ (pageSize - 1)
+	to = min(to, int64(len(s.data))) &^ (pageSize - 1)
+	if from < 0 || from >= to {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	if err := unix.Madvise(s.data[from:to], unix.MADV_DONTNEED); err != nil {
+		return fmt.Errorf("vfs: drop the cache of %s [%d,%d): madvise: %w", s.name, from, to, err)
+	}
+	f := s.w
+	if f == nil {
+		var err error
+		if f, err = os.Open(s.name); err != nil {
+			return fmt.Errorf("vfs: drop the cache of %s: %w", s.name, err)
+		}
+		defer f.Close()
+	}
+	if err := unix.Fadvise(int(f.Fd()), from, to-from, unix.FADV_DONTNEED); err != nil {
+		return fmt.Errorf("vfs: drop the cache of %s [%d,%d): fadvise: %w", s.name, from, to, err)
+	}
+	return nil
+}
+
 // DataExtents implements DataMapper with lseek's SEEK_DATA and SEEK_HOLE on the file. On ext4
 // and xfs a fallocated block that was never written is a hole to SEEK_DATA unless the page
 // cache holds its page, so a segment is data up to where it was written (or read) and a hole

@@ -94,6 +94,12 @@ type Segment interface {
 	// fault does not read ahead: the first write into each new ConsumeQueue file would otherwise
 	// pull the whole file into the page cache as zeros. Only a hint; errors are ignored.
 	AdviseRandom()
+	// DropCache says that [from, to), durable already, is not to be read again soon: its whole
+	// pages leave the page cache (the mapping's, then the file's), so that a log written for
+	// months keeps a bounded cache instead of pushing the kernel to find a fresh page for every
+	// page it writes. Only a hint: the bytes stay in the file and the next access reads them
+	// back. Errors are for the caller to log, never to stop on.
+	DropCache(from, to int64) error
 	// Close unmaps the segment. Data must not be used afterwards.
 	Close() error
 }

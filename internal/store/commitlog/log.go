@@ -255,6 +255,25 @@ func (l *Log) Flush(target int64) error { return l.q.Flush(target) }
 // on after a blank filler.
 func (l *Log) NextFile(off int64) int64 { return off - off%l.size + l.size }
 
+// DropCache takes the log's bytes in [from, to) out of the page cache, file by file (see
+// vfs.Segment.DropCache): every byte there must be durable. Files deleted meanwhile are passed
+// over; the first error is returned after the rest were tried.
+func (l *Log) DropCache(from, to int64) error {
+	var first error
+	for off := from; off < to; off = l.NextFile(off) {
+		f, err := l.q.Acquire(off)
+		if err != nil {
+			continue // deleted by retention, or below the log's start: nothing cached to drop
+		}
+		err = f.DropCache(off-f.Base(), min(to, f.End())-f.Base())
+		f.Release()
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // Read returns a view of the record at phys with a reference on its segment: the view is valid
 // until release is called. It checks the record's structure, not its CRCs.
 func (l *Log) Read(phys int64) (v View, release func(), err error) {

@@ -178,6 +178,10 @@ func (f *File) PrefaultFrom(pos int64) error {
 	return nil
 }
 
+// DropCache takes [from, to) of the file, durable already, out of the page cache (see
+// vfs.Segment.DropCache).
+func (f *File) DropCache(from, to int64) error { return f.seg.DropCache(from, to) }
+
 // DataExtents returns the parts of the file from pos on that may hold non-zero bytes (see
 // vfs.DataMapper): everything else reads as zero without being read.
 func (f *File) DataExtents(pos int64) []vfs.Extent { return vfs.DataExtents(f.seg, pos) }
