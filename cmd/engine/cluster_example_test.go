@@ -37,7 +37,7 @@ func TestClusterExampleSingleCopy(t *testing.T) {
 			m := nats.NewMsg("orders." + key)
 			m.Header.Set(nats.MsgIdHdr, fmt.Sprintf("m-%d-%d", p, n))
 			m.Data = fmt.Appendf(nil, "%s %d", key, n)
-			reply, err := nc.RequestMsg(m, waitTimeout)
+			reply, err := requestOwned(nc, m)
 			if err != nil {
 				t.Fatalf("orders.%s: %v", key, err)
 			}
@@ -86,6 +86,22 @@ func TestClusterExampleSingleCopy(t *testing.T) {
 // waitResponder sends an empty-bodied request to a dedicated probe subject of subject's
 // partition until one engine answers (interest crosses routes asynchronously), bounded. The
 // probe is refused (an empty topic key would not be): it stores nothing.
+// requestOwned sends m as a publisher that retries would: while the engines settle who owns
+// which partition after they start, a partition can be between owners for a moment, and a
+// request then finds no responder. The Nats-Msg-Id makes a retry safe.
+func requestOwned(nc *nats.Conn, m *nats.Msg) (*nats.Msg, error) {
+	deadline := time.Now().Add(waitTimeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		reply, err := nc.RequestMsg(m, waitTimeout)
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+			return reply, err
+		}
+		<-tick.C
+	}
+}
+
 func waitResponder(t *testing.T, nc *nats.Conn, subject string) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
