@@ -1,6 +1,7 @@
 // Package flushers makes written data durable: the CommitLog flusher (group commit in sync
 // mode, RocketMQ's periodic flush in async mode) owns the Durable watermark; the checkpointer
-// flushes the ConsumeQueues and IndexFiles and writes the checkpoint.
+// flushes the ConsumeQueues and IndexFiles and writes the checkpoint; the cache dropper then
+// takes what is durable, far enough behind the head, out of the page cache.
 //
 // A failed sync is sticky: it is never retried (after a failed fsync the kernel may have dropped
 // the dirty pages, so a retry could "succeed" over lost data). The flusher fails Durable with the
