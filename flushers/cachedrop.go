@@ -66,6 +66,7 @@ func (d *CacheDropper) Run(ctx context.Context) error {
 			d.Logger.Warn().Err(err).Int64("window", d.Window).
 				Msg("the CommitLog's page cache could not be dropped behind the window (logged once): the kernel keeps it, at more CPU per write")
 		}
+		d.Logger.Debug().Int64("from", dropped).Int64("up_to", upTo).Msg("commitlog cache dropped")
 		dropped = upTo
 	}
 }

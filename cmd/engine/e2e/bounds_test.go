@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/sys/unix"
 )
 
 // TestWideSubjectSpaceBoundsMapsAndFiles: however many distinct subjects arrive, the engine's
@@ -110,4 +112,53 @@ func processFDs(t *testing.T, pid int, under string) (total, files int) {
 		}
 	}
 	return total, files
+}
+
+// TestCommitLogCacheWindow: with --commit-log-cache, the CommitLog's pages more than the window
+// behind the head leave the page cache while the engine runs, and the messages there still read
+// back. docs/CONFIG.md, commit_log_cache. Residency is read with mincore on a mapping of the
+// segment in this process, which sees the same page cache.
+func TestCommitLogCacheWindow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := startEngine(t, dir, "--commit-log-cache", "2MiB", "--log-level", "debug")
+	nc := connect(t, e.url)
+	body := make([]byte, 64<<10)
+	var first, last ack
+	for i := range 320 { // 20 MiB: past the 2 MiB window and a 16 MiB step, over 4 MiB segments
+		last = stored(t, nc, &nats.Msg{Subject: "cache.t", Data: body})
+		if i == 0 {
+			first = last
+		}
+	}
+	waitReadable(t, nc, last)
+	line := e.waitLog("commitlog cache dropped")
+	if upTo, _ := line["up_to"].(float64); upTo < 4<<20 {
+		t.Fatalf("dropped up to %v, want past the first 4 MiB segment", upTo)
+	}
+	seg := filepath.Join(dir, "commitlog", "00000000000000000000")
+	f, err := os.Open(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	data, err := unix.Mmap(int(f.Fd()), 0, 4<<20, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(data)
+	vec := make([]byte, len(data)/os.Getpagesize())
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&data[0])), uintptr(len(data)),
+		uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal(errno)
+	}
+	cached := 0
+	for _, v := range vec {
+		cached += int(v & 1)
+	}
+	if cached != 0 {
+		t.Errorf("%d of %d pages of the first segment still cached after the drop", cached, len(vec))
+	}
+	waitReadable(t, nc, first) // the oldest message still reads back, from the disk
+	e.stop()
 }
