@@ -12,6 +12,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
 	"github.com/rocketstore/engine/internal/store/javahash"
+	"github.com/rocketstore/engine/internal/store/subjecttags"
 )
 
 // Bounds of a Get.
@@ -223,6 +224,10 @@ func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFil
 	scanLeft := max(minScanUnits, req.Max)
 	goneBelow := int64(math.MinInt64) // records below it are known gone (RocketMQ's nextPhyFileStartOffset)
 	literal := req.Subject != "" && natssubject.Literal(req.Subject)
+	// Under the subject-tag rule a unit's tags code is its subject's: other subjects are skipped
+	// as tags are, without their records.
+	bySubject := literal && r.SubjectTags().Has(cq.Topic())
+	subjectCode := subjecttags.Code(req.Subject)
 	for scanLeft > 0 {
 		k, err := cq.Read(next, units[:min(unitChunk, scanLeft)])
 		if err != nil {
@@ -258,7 +263,7 @@ func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFil
 			// An offline reader may have caught the newest unit in the middle of its write,
 			// before its tags code: a miss there is confirmed with the record.
 			confirm := r.off != nil && n == res.MaxOffset-1
-			if !f.codeMatch(u.TagsCode) && !confirm {
+			if (!f.codeMatch(u.TagsCode) || bySubject && subjecttags.Skip(u.TagsCode, subjectCode)) && !confirm {
 				r.skipped(res, NoMatchedMessage)
 				continue
 			}

@@ -92,6 +92,9 @@ func OpenOffline(fsys vfs.FS, dir string, opts OfflineOptions) (_ *Reader, err e
 	if r.index, err = r.off.openIndex(); err != nil {
 		return nil, err
 	}
+	if err := r.LoadSubjectTags(readOnlyFS{FS: fsys}, dir); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 

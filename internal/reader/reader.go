@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/segment"
+	"github.com/rocketstore/engine/internal/store/subjecttags"
+	"github.com/rocketstore/engine/internal/vfs"
 )
 
 // Errors the Reader returns, wrapped with detail; compare with errors.Is.
@@ -60,6 +63,10 @@ type Reader struct {
 	index *indexfile.Service // nil when the index is off
 	off   *offline           // nil for an engine's Reader
 
+	// subjectTags are the topics whose tag codes a read by subject may skip by
+	// (internal/store/subjecttags); nil is none.
+	subjectTags atomic.Pointer[subjecttags.Set]
+
 	// waiting, when set (tests), is called each time a long poll is about to wait on the
 	// mark (a dispatch from then on ends that wait).
 	waiting func()
@@ -73,6 +80,22 @@ type Reader struct {
 func New(log *commitlog.Log, cq *consumequeue.Store, index *indexfile.Service, dispatched Watermark, storeHost netip.AddrPort) *Reader {
 	return &Reader{log: log, cq: cq, index: index, dispatched: dispatched, host: storeHost}
 }
+
+// SetSubjectTags sets the topics under the subject-tag rule, whose reads by one subject skip the
+// units of other subjects by their tag codes. Only a set the store has saved may be given.
+func (r *Reader) SetSubjectTags(s *subjecttags.Set) { r.subjectTags.Store(s) }
+
+// LoadSubjectTags sets the topics under the subject-tag rule from the store in dir.
+func (r *Reader) LoadSubjectTags(fsys vfs.FS, dir string) error {
+	s, err := subjecttags.Load(fsys, dir)
+	if err == nil {
+		r.SetSubjectTags(s)
+	}
+	return err
+}
+
+// SubjectTags are the topics under the subject-tag rule (nil: none).
+func (r *Reader) SubjectTags() *subjecttags.Set { return r.subjectTags.Load() }
 
 // use makes the log and index safe to use until release is called: a no-op for an engine's
 // Reader, a shared lock against Refresh for an offline one. It fails once the Reader is closed.
