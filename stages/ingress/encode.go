@@ -136,7 +136,11 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route.Route, seq *wire.SeqHeade
 	}
 
 	tagsValue := rt.Tags
-	if tags := h[b.tagsHdr]; len(tags) > 0 {
+	tagsHdr := b.tagsHdr
+	if rt.SubjectTags {
+		tagsHdr = "" // TAGS is the subject; the header is an ordinary one
+	}
+	if tags := h[tagsHdr]; len(tags) > 0 {
 		if len(tags) > 1 {
 			return nil, "", fmt.Errorf("%w: %s has %d values; TAGS holds one", ErrInvalidHeader,
 				b.tagsHdr, len(tags))
@@ -152,7 +156,7 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route.Route, seq *wire.SeqHeade
 
 	names := b.names[:0]
 	for name := range h {
-		if name != nats.MsgIdHdr && name != b.keysHdr && name != b.tagsHdr && (seq == nil || name != wire.HeaderSeq) {
+		if name != nats.MsgIdHdr && name != b.keysHdr && name != tagsHdr && (seq == nil || name != wire.HeaderSeq) {
 			names = append(names, name)
 		}
 	}

@@ -13,8 +13,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/subjecttags"
+	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages"
 	"github.com/rocketstore/engine/stages/ingress/route"
@@ -242,5 +245,30 @@ func TestCallbackAllocatesNothing(t *testing.T) {
 		spare = jobs[:0]
 	}); n != 0 {
 		t.Fatalf("%v allocations per message", n)
+	}
+}
+
+// TestSubjectTagsKeepTheTagsHeader: under the subject-tag rule TAGS is the subject and the tags
+// header is stored as an ordinary header; the tag code handed to dispatch is the subject's.
+func TestSubjectTagsKeepTheTagsHeader(t *testing.T) {
+	set, err := subjecttags.Adopt(vfs.NewMem(), "/store", nil, []string{"device"}, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := route.NewRouter(route.Mapping{SubjectTags: set, Patterns: []route.TopicPattern{{Subjects: "device.*.temp", Topic: "device"}}},
+		4, "Rmq-Keys", 64, nil)
+	b := testBuilder()
+	m := msgWith("device.7.temp", nats.Header{"Rmq-Tags": {"hot"}, "Nats-Msg-Id": {"id-1"}})
+	props, _, err := b.build(m, r.Route(m.Subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := commitlog.Properties(props).Map()
+	want := map[string]string{PropNatsSubject: "device.7.temp", "UNIQ_KEY": "id-1", "TAGS": "device.7.temp", "Rmq-Tags": "hot"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("properties\n got %v\nwant %v", got, want)
+	}
+	if !b.index.Known || b.index.TagsCode != subjecttags.Code("device.7.temp") {
+		t.Fatalf("tag code %d, want the subject's %d", b.index.TagsCode, subjecttags.Code("device.7.temp"))
 	}
 }

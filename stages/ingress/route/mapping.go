@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/subjecttags"
 )
 
 const upperHex = "0123456789ABCDEF"
@@ -35,6 +36,10 @@ type Mapping struct {
 	// KnownTopics are the topics the store already has: they count against MaxTopics, and a
 	// subject whose topic is among them keeps it, so that the limit holds across restarts.
 	KnownTopics []string
+	// SubjectTags are the topics under the subject-tag rule (internal/store/subjecttags): their
+	// messages' TAGS is the subject, and the tags header is kept as an ordinary header, whichever
+	// rule chose the topic (a pattern taken out of the config leaves its topic under the rule).
+	SubjectTags *subjecttags.Set
 }
 
 // Check checks m: TopicTokens not negative, MaxTopics at least -1, the patterns valid and

@@ -58,6 +58,17 @@ func literalPrefix(pattern string) string {
 	return strings.Join(toks, ".")
 }
 
+// DeclaredTopics are the topics of ps, each once.
+func DeclaredTopics(ps []TopicPattern) []string {
+	var out []string
+	for _, p := range ps {
+		if !slices.Contains(out, p.Topic) {
+			out = append(out, p.Topic)
+		}
+	}
+	return out
+}
+
 // CheckTopicPatterns checks declared patterns: each valid (as ParseTopicPattern makes them),
 // and no two overlapping, so that every subject has at most one declared topic whatever the
 // order of the declarations.

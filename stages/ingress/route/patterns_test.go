@@ -4,6 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/rocketstore/engine/internal/store/subjecttags"
+	"github.com/rocketstore/engine/internal/vfs"
 )
 
 func TestParseTopicPattern(t *testing.T) {
@@ -134,5 +139,32 @@ func TestMappingCheck(t *testing.T) {
 	}
 	if err := (Mapping{MaxTopics: -1, Patterns: []TopicPattern{{"a.>", "a"}}}).Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestSubjectTagRoutes: a topic under the subject-tag rule takes the whole subject as TAGS,
+// whether a pattern or the rule chose it; a declared topic outside it takes none.
+func TestSubjectTagRoutes(t *testing.T) {
+	set, err := subjecttags.Adopt(vfs.NewMem(), "/store", nil, []string{"device", "billing"}, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := Mapping{TopicTokens: 1, SubjectTags: set, Patterns: []TopicPattern{{"device.*.temp", "device"}, {"orders.>", "orders"}}}
+	r := NewRouter(m, 4, "Rmq-Keys", 64, nil)
+	for _, c := range []struct {
+		subject, topic, tags string
+		rule                 bool
+	}{
+		{"device.7.temp", "device", "device.7.temp", true},
+		{"orders.eu", "orders", "", false},
+		{"billing.eu.paid", "billing", "billing.eu.paid", true}, // the token rule's topic, under the rule
+		{"device.7.hum", "device", "device.7.hum", true},        // the token rule's too
+		{"audit.x", "audit", "x", false},
+	} {
+		rt := r.Route(c.subject)
+		if rt.Err != nil || rt.Topic != c.topic || rt.Tags != c.tags || rt.SubjectTags != c.rule {
+			t.Errorf("Route(%q) = topic %q tags %q rule %v, %v; want %q %q %v", c.subject, rt.Topic, rt.Tags,
+				rt.SubjectTags, rt.Err, c.topic, c.tags, c.rule)
+		}
 	}
 }

@@ -28,7 +28,9 @@
 // N = 0 is the default rule.
 //
 // Declared topics (Mapping.Patterns, TopicPattern) match before either rule: every subject a
-// pattern matches goes to its topic, with no TAGS from the subject. The rule makes at most
+// pattern matches goes to its topic, with no TAGS from the subject. A topic under the subject-tag
+// rule (Mapping.SubjectTags: the engine puts new declared topics under it), whichever rule chose
+// it, takes the whole subject as TAGS, and its tags header is an ordinary header. The rule makes at most
 // Mapping.MaxTopics topics (the store's count at start); a subject whose topic would be a new one
 // past that goes to OverflowTopic. A subject that has its topic keeps it: the set of the rule's
 // topics only grows, and is bounded by the limit. The route of each subject is cached in a bounded cache
@@ -67,6 +69,9 @@ type Route struct {
 	// Tags is the token rule's TAGS, "" for none. It needs no check of its own: it is a
 	// non-empty piece of the subject cut at a '.', and the subject passed CheckProperty.
 	Tags string
+	// SubjectTags says the topic is under the subject-tag rule: Tags is the subject, and the
+	// tags header is an ordinary header.
+	SubjectTags bool
 	// Err is set when the subject cannot be stored at all (topic too long, subject not valid as
 	// the NATS_SUBJECT property, or not a literal NATS subject: an empty or a wildcard token,
 	// whitespace); every message of the subject then gets an error reply.
@@ -165,6 +170,9 @@ func (r *Router) makeRoute(subject string) *Route {
 			rt.Topic, rt.Tags, declared, rt.Err = r.mapping.mapDeclared(mapped)
 			if rt.Err == nil && !declared && !r.limit.admit(mapped, rt.Topic) {
 				rt.Topic = OverflowTopic
+			}
+			if rt.Err == nil && r.mapping.SubjectTags.Has(rt.Topic) {
+				rt.Tags, rt.SubjectTags = mapped, true
 			}
 		}
 	}
