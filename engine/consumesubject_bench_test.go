@@ -12,6 +12,7 @@ import (
 
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/internal/natssubject"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // Sizes of the one-subject read: a wide topic of wideMessages messages over wideSubjects
@@ -40,51 +41,11 @@ func BenchmarkConsumeOneSubject(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/read")
 	}
 
-	b.Run("engine", func(b *testing.B) {
-		srv, err := Serve(Options{Dir: filepath.Join(b.TempDir(), "store"), Logger: zerolog.Nop(), FlushMode: FlushAsync, CommitLogFileSize: 256 << 20},
-			NATSOptions{Listen: "127.0.0.1:-1", Subjects: []string{"device.>"}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer srv.Shutdown()
-		e := srv.Engine
-		batch := make([]Message, 0, 256)
-		for i := range wideMessages {
-			batch = append(batch, Message{Topic: "device", Body: body, Properties: map[string]string{natssubject.Property: subject(i)}})
-			if len(batch) == cap(batch) || i == wideMessages-1 {
-				if _, err := e.Put(context.Background(), batch...); err != nil {
-					b.Fatal(err)
-				}
-				batch = batch[:0]
-			}
-		}
-		if err := e.WaitDispatched(context.Background(), e.Offsets().Written); err != nil {
-			b.Fatal(err)
-		}
-		nc, err := nats.Connect(srv.ClientURL())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer nc.Close()
-		c := api.NewClient(nc, api.WithTimeout(10*time.Second))
-		n := 0
-		for b.Loop() {
-			k := c.NewConsumer(api.ConsumerConfig{Topic: "device", Subject: subject(7)})
-			n = 0
-			for range wideMessages {
-				res, err := k.Next(context.Background())
-				if err != nil {
-					b.Fatal(err)
-				}
-				n += len(res.Messages)
-				if res.NextOffset >= wideMessages {
-					break
-				}
-			}
-			k.Close()
-		}
-		report(b, n)
-	})
+	// engine: the topic under the subject-tag rule, so other subjects are skipped by tag code;
+	// engine-no-subject-tags: the same topic outside it, each candidate record read.
+	for _, name := range []string{"engine", "engine-no-subject-tags"} {
+		b.Run(name, func(b *testing.B) { consumeOneSubjectEngine(b, name != "engine", body, subject, report) })
+	}
 
 	b.Run("jetstream", func(b *testing.B) {
 		js := jetStreamFilled(b, "DEVICE", "device.>", wideMessages, subject, body)
@@ -107,4 +68,53 @@ func BenchmarkConsumeOneSubject(b *testing.B) {
 		}
 		report(b, n)
 	})
+}
+
+// consumeOneSubjectEngine is BenchmarkConsumeOneSubject's engine side; noSubjectTags keeps the
+// declared topic out of the subject-tag rule.
+func consumeOneSubjectEngine(b *testing.B, noSubjectTags bool, body []byte, subject func(int) string, report func(*testing.B, int)) {
+	srv, err := Serve(Options{Dir: filepath.Join(b.TempDir(), "store"), Logger: zerolog.Nop(), FlushMode: FlushAsync, CommitLogFileSize: 256 << 20},
+		NATSOptions{Listen: "127.0.0.1:-1", Subjects: []string{"device.>"}, NoSubjectTags: noSubjectTags,
+			Topics: []route.TopicPattern{{Subjects: "device.*.temp", Topic: "device"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown()
+	e := srv.Engine
+	batch := make([]Message, 0, 256)
+	for i := range wideMessages {
+		batch = append(batch, Message{Topic: "device", Body: body, Properties: map[string]string{natssubject.Property: subject(i)}})
+		if len(batch) == cap(batch) || i == wideMessages-1 {
+			if _, err := e.Put(context.Background(), batch...); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if err := e.WaitDispatched(context.Background(), e.Offsets().Written); err != nil {
+		b.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	c := api.NewClient(nc, api.WithTimeout(10*time.Second))
+	n := 0
+	for b.Loop() {
+		k := c.NewConsumer(api.ConsumerConfig{Topic: "device", Subject: subject(7)})
+		n = 0
+		for range wideMessages {
+			res, err := k.Next(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += len(res.Messages)
+			if res.NextOffset >= wideMessages {
+				break
+			}
+		}
+		k.Close()
+	}
+	report(b, n)
 }

@@ -192,6 +192,9 @@ func Open(opts Options) (_ *Engine, err error) {
 	end := e.log.MaxOffset()
 	e.written, e.durable, e.dispatched = stages.NewWatermark(end), stages.NewWatermark(end), stages.NewWatermark(end)
 	e.reader = reader.New(e.log, e.cq, e.index, e.dispatched, opts.StoreHost)
+	if err := e.reader.LoadSubjectTags(fsys, opts.Dir); err != nil {
+		return nil, err
+	}
 	if err := e.newRetention(); err != nil { // retention.go
 		return nil, err
 	}

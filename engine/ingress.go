@@ -8,6 +8,7 @@ import (
 	"github.com/rocketstore/engine/engine/lookup"
 	"github.com/rocketstore/engine/engine/readapi"
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/subjecttags"
 	"github.com/rocketstore/engine/stages/ingress"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
@@ -19,18 +20,28 @@ import (
 // partitioned-ingest configuration in force (claimOwnership).
 func (e *Engine) newIngress(nc *nats.Conn, nopts NATSOptions, parts *route.Partitions) (*ingress.Ingress, error) {
 	o := e.opts
+	// Before the first record of the serve, while the ConsumeQueues know every topic stored.
+	declared := route.DeclaredTopics(nopts.Topics)
+	if nopts.NoSubjectTags {
+		declared = nil
+	}
+	tags, err := subjecttags.Adopt(o.FS, o.Dir, e.reader.SubjectTags(), declared, e.cq.Topics(), o.Logger)
+	if err != nil {
+		return nil, err
+	}
+	e.reader.SetSubjectTags(tags)
 	f := lookup.Finder{Store: e, Indexed: e.index != nil, Written: e.written.Load, Logger: o.Logger}
 	cfg := ingress.Config{
 		Conn: nc, Out: e.in, Subjects: nopts.Subjects, QueueGroup: nopts.QueueGroup,
 		QueuesPerTopic: nopts.QueuesPerTopic,
-		Mapping:        route.Mapping{TopicTokens: nopts.TopicTokens, Patterns: nopts.Topics, MaxTopics: nopts.MaxTopics, KnownTopics: e.cq.Topics()},
+		Mapping:        route.Mapping{TopicTokens: nopts.TopicTokens, Patterns: nopts.Topics, MaxTopics: nopts.MaxTopics, KnownTopics: e.cq.Topics(), SubjectTags: tags},
 		KeysHeader:     nopts.KeysHeader, TagsHeader: nopts.TagsHeader, QueueKeyHeader: nopts.QueueKeyHeader,
 		Workers: nopts.Workers, WorkerQueue: nopts.WorkerQueue, MaxBatch: nopts.MaxBatch, DrainTimeout: nopts.DrainTimeout,
 		Encode:    &commitlog.EncodeOptions{PropCRC: !o.NoPropCRC, MaxBodySize: o.MaxBodySize},
 		StoreHost: o.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
 		NoReply: nopts.NoReply, Logger: o.Logger, Clock: o.Now, // ingress adds its stage field
 		JetStream: nopts.JetStream, Partitions: parts,
-		Restarted: f.RestartDedupe(e.lastIndexed(), o.DedupeWindow, o.DedupeMax, o.Now),
+		Restarted: f.RestartDedupe(e.index.LastEndTimestamp(), o.DedupeWindow, o.DedupeMax, o.Now),
 	}
 	if !nopts.NoReadAPI {
 		cfg.Exclude = readapi.Excluded(nopts.APIPrefix)
@@ -44,17 +55,4 @@ func (e *Engine) newIngress(nc *nats.Conn, nopts NATSOptions, parts *route.Parti
 		})
 	}
 	return ingress.New(cfg)
-}
-
-// lastIndexed is the store time of the last record indexed (Unix ms; 0 for none): the newest
-// IndexFile ends there, and every record the engine writes has a UNIQ_KEY, so that is the last
-// record recovered.
-func (e *Engine) lastIndexed() int64 {
-	if e.index == nil {
-		return 0
-	}
-	if files := e.index.Files(); len(files) > 0 {
-		return files[len(files)-1].EndTimestamp()
-	}
-	return 0
 }

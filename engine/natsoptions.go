@@ -33,8 +33,10 @@ type NATSOptions struct {
 	// TopicTokens > 0 takes the first tokens of a subject as the topic and the rest as TAGS.
 	TopicTokens int
 	// Topics are declared topics, matched first; MaxTopics limits the rest (see route.Mapping).
-	Topics         []route.TopicPattern
-	MaxTopics      int
+	Topics    []route.TopicPattern
+	MaxTopics int
+	// NoSubjectTags keeps new declared topics out of the subject-tag rule (internal/store/subjecttags).
+	NoSubjectTags  bool
 	QueuesPerTopic int
 	KeysHeader     string
 	TagsHeader     string

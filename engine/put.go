@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/rocketstore/engine/internal/natssubject"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/stages"
 )
@@ -17,7 +18,8 @@ type Message struct {
 	Topic   string
 	QueueID int32
 	Body    []byte
-	// Tags becomes TAGS (the ConsumeQueue's tag code); Keys become KEYS (indexed).
+	// Tags becomes TAGS (the tag code; in a topic under the subject-tag rule, the NATS_SUBJECT
+	// property, which Tags must be or leave empty); Keys become KEYS (indexed).
 	Tags string
 	Keys []string
 	// MsgID becomes UNIQ_KEY (indexed) and is the dedupe key.
@@ -48,8 +50,12 @@ func (e *Engine) Encode(m *Message) (stages.Record, error) {
 	if m.MsgID != "" {
 		props = commitlog.AppendProperty(props, commitlog.PropUniqKey, m.MsgID)
 	}
-	if m.Tags != "" {
-		props = commitlog.AppendProperty(props, commitlog.PropTags, m.Tags)
+	tags, err := e.reader.SubjectTags().TagsOf(m.Topic, m.Tags, m.Properties[natssubject.Property])
+	if err != nil {
+		return stages.Record{}, err
+	}
+	if tags != "" {
+		props = commitlog.AppendProperty(props, commitlog.PropTags, tags)
 	}
 	if len(m.Keys) > 0 {
 		props = commitlog.AppendProperty(props, commitlog.PropKeys, strings.Join(m.Keys, string(commitlog.KeySeparator)))

@@ -186,6 +186,7 @@ subjects: ["orders.>", "billing.*"]
 queue_group: workers
 topic_tokens: 1
 topics: ["device.*.temp", "orders.>=orders_all"]
+no_subject_tags: true
 max_topics: 64
 queues: 16
 keys_header: X-Keys
@@ -279,7 +280,7 @@ func TestConfigEveryKey(t *testing.T) {
 	}
 	wantN := engine.NATSOptions{
 		URL: "nats://a:4222,nats://b:4222", Listen: "127.0.0.1:4333", ServerConfig: filepath.Join(dir, "nats.conf"),
-		QueueGroup: "workers", TopicTokens: 1, QueuesPerTopic: 16, MaxTopics: 64,
+		QueueGroup: "workers", TopicTokens: 1, QueuesPerTopic: 16, MaxTopics: 64, NoSubjectTags: true,
 		Topics:           []route.TopicPattern{{Subjects: "device.*.temp", Topic: "device"}, {Subjects: "orders.>", Topic: "orders_all"}},
 		Partitions:       &route.Partitions{Prefix: "rmq.q", Count: 16, Owned: []int{0, 1, 2, 3, 9}},
 		PartitionSources: []string{"orders.*"},

@@ -76,6 +76,7 @@ type runCmd struct {
 	QueueGroup     string        `name:"queue-group" help:"Queue group for the subscriptions, so that several engines share the load (order then holds per engine)." env:"ENGINE_QUEUE_GROUP" group:"Ingress"`
 	TopicTokens    int           `name:"topic-tokens" help:"Take the first N tokens of a subject as the topic and the rest as TAGS (0: the whole subject is the topic)." default:"0" env:"ENGINE_TOPIC_TOKENS" group:"Ingress"`
 	Topics         []string      `help:"Topics declared by subject pattern, comma-separated: PATTERN (orders.> is topic orders, device.*.temp is topic device) or PATTERN=TOPIC. Every subject a pattern matches is stored in its topic, with its subject in NATS_SUBJECT; matched before the rule, no two overlapping." env:"ENGINE_TOPICS" group:"Ingress"`
+	NoSubjectTags  bool          `name:"no-subject-tags" help:"Store declared topics new to the store as before: TAGS from the tags header, not the subject (reads of one subject then read every record of the topic). Topics already under the subject-tag rule keep it." env:"ENGINE_NO_SUBJECT_TAGS" group:"Ingress"`
 	MaxTopics      int           `name:"max-topics" help:"Topics the subject rule may make (declared topics aside); the subjects of any further topic are stored in topic _overflow. -1 (--max-topics=-1): no limit." default:"1024" env:"ENGINE_MAX_TOPICS" group:"Ingress"`
 	Queues         int           `help:"Queues per topic." default:"4" env:"ENGINE_QUEUES" group:"Ingress"`
 	KeysHeader     string        `name:"keys-header" help:"Header whose value becomes KEYS (indexed, space-separated)." default:"Rmq-Keys" env:"ENGINE_KEYS_HEADER" group:"Ingress"`
@@ -294,7 +295,7 @@ func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions
 	opts.DeleteFilesPerPass, opts.NoRetention = r.DeleteFilesPerPass, r.NoRetention
 	nopts := engine.NATSOptions{
 		URL: r.Server, ServerConfig: r.NATSConfig, Subjects: r.Subjects, QueueGroup: r.QueueGroup,
-		TopicTokens: r.TopicTokens, Topics: r.topicPatterns(), MaxTopics: r.MaxTopics, QueuesPerTopic: r.Queues,
+		TopicTokens: r.TopicTokens, Topics: r.topicPatterns(), NoSubjectTags: r.NoSubjectTags, MaxTopics: r.MaxTopics, QueuesPerTopic: r.Queues,
 		KeysHeader: r.KeysHeader, TagsHeader: r.TagsHeader, QueueKeyHeader: r.QueueKeyHeader,
 		Workers: r.Workers, PendingMsgs: r.PendingMsgs, PendingBytes: int(r.PendingBytes),
 		NoReply: r.NoReply, Name: r.ConnectionName,

@@ -132,6 +132,20 @@ func (s *Service) Files() []*File {
 	return slices.Clone(s.files)
 }
 
+// LastEndTimestamp is the store time (Unix ms) of the last record indexed, where the newest file
+// ends: 0 for none, and for a nil Service (the index is off).
+func (s *Service) LastEndTimestamp() int64 {
+	if s == nil {
+		return 0
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.files) == 0 {
+		return 0
+	}
+	return s.files[len(s.files)-1].EndTimestamp()
+}
+
 // QueryResult is what Query returns (RocketMQ's QueryOffsetResult).
 type QueryResult struct {
 	// PhyOffsets are CommitLog offsets of entries whose hash matches, newest first. They may
