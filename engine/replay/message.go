@@ -96,9 +96,9 @@ type HeaderSink interface {
 
 // RebuildHeaders writes the original NATS headers of m, rebuilt from its properties, to h: the
 // subject it came on (Rs-Subject), its id (Nats-Msg-Id, or Rs-Uniq-Key for an id ingress
-// generated or one not from NATS), KEYS and TAGS under keysHeader and tagsHeader, and every
-// other header ingress stored, in order; properties the store sets and names NATS cannot carry
-// are left out. str makes a property's bytes a string: a copy, or a view where the bytes stay
+// generated or one not from NATS), KEYS and TAGS under keysHeader and tagsHeader (not TAGS that
+// is the subject: the subject-tag rule's, docs/CONFIG.md), and every other header ingress
+// stored, in order; properties the store sets and names NATS cannot carry are left out. str makes a property's bytes a string: a copy, or a view where the bytes stay
 // as they are while h is used (the read API's pull, which builds its headers in place).
 func RebuildHeaders(h HeaderSink, m *reader.Message, keysHeader, tagsHeader string, str func([]byte) string) {
 	fromNATS := false
@@ -122,7 +122,11 @@ func RebuildHeaders(h HeaderSink, m *reader.Message, keysHeader, tagsHeader stri
 			h.Set(keysHeader, value)
 			continue
 		case commitlog.PropTags:
-			h.Set(tagsHeader, value)
+			// TAGS that is the subject itself is the subject-tag rule's, not a header the
+			// publisher sent (that one, if any, is stored under its own name).
+			if subject, ok := commitlog.Properties(m.RawProperties).Get(ingress.PropNatsSubject); !ok || string(subject) != string(v) {
+				h.Set(tagsHeader, value)
+			}
 			continue
 		}
 		if base, ok := ValueSuffixBase(name); ok {

@@ -131,6 +131,7 @@ func (r *Reader) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 	req.Max = min(cmpOr(req.Max, DefaultGetMax), MaxGetMax)
 	req.MaxBytes = min(cmpOr(req.MaxBytes, DefaultGetMaxBytes), MaxGetMaxBytes)
 	f := newTagFilter(req.Topic, req.Tags)
+	f.bySubject(r.SubjectTags(), req.Topic, req.Subject)
 	if req.Wait <= 0 || r.dispatched == nil || r.off != nil {
 		return r.get(cq, req, f)
 	}
@@ -224,10 +225,6 @@ func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFil
 	scanLeft := max(minScanUnits, req.Max)
 	goneBelow := int64(math.MinInt64) // records below it are known gone (RocketMQ's nextPhyFileStartOffset)
 	literal := req.Subject != "" && natssubject.Literal(req.Subject)
-	// Under the subject-tag rule a unit's tags code is its subject's: other subjects are skipped
-	// as tags are, without their records.
-	bySubject := literal && r.SubjectTags().Has(cq.Topic())
-	subjectCode := subjecttags.Code(req.Subject)
 	for scanLeft > 0 {
 		k, err := cq.Read(next, units[:min(unitChunk, scanLeft)])
 		if err != nil {
@@ -263,7 +260,7 @@ func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFil
 			// An offline reader may have caught the newest unit in the middle of its write,
 			// before its tags code: a miss there is confirmed with the record.
 			confirm := r.off != nil && n == res.MaxOffset-1
-			if (!f.codeMatch(u.TagsCode) || bySubject && subjecttags.Skip(u.TagsCode, subjectCode)) && !confirm {
+			if !f.codeMatch(u.TagsCode) && !confirm {
 				r.skipped(res, NoMatchedMessage)
 				continue
 			}
@@ -341,12 +338,25 @@ func matchUnit(v commitlog.View, u consumequeue.Unit, cq *consumequeue.ConsumeQu
 	return nil
 }
 
-// tagFilter is a Get's tag filter: the tags wanted and their tags codes.
+// tagFilter is a Get's tag filter: the tags wanted and their tags codes, and under the
+// subject-tag rule the code of the one subject wanted.
 type tagFilter struct {
 	all   bool
 	codes bool // tags codes can be trusted as a first filter (not on the delay topic)
 	tags  []string
 	hash  []int64
+	// subject: a literal subject filter in a topic under the subject-tag rule, whose units
+	// carry their subject's code (subjectCode the wanted one's).
+	subject     bool
+	subjectCode int64
+}
+
+// bySubject makes f pass over the units of other subjects than subject, a literal subject, when
+// topic is in set: their codes are their subjects'.
+func (f *tagFilter) bySubject(set *subjecttags.Set, topic, subject string) {
+	if subject != "" && natssubject.Literal(subject) && set.Has(topic) {
+		f.subject, f.subjectCode = true, subjecttags.Code(subject)
+	}
 }
 
 func newTagFilter(topic string, tags []string) tagFilter {
@@ -367,9 +377,12 @@ func newTagFilter(topic string, tags []string) tagFilter {
 	return f
 }
 
-// codeMatch says a unit with this tags code may carry one of the tags (a cheap test with
-// false positives: equal hashes).
+// codeMatch says a unit with this tags code may carry one of the tags, and the subject under
+// the subject-tag rule (a cheap test with false positives: equal hashes).
 func (f tagFilter) codeMatch(code int64) bool {
+	if f.subject && subjecttags.Skip(code, f.subjectCode) {
+		return false
+	}
 	return f.all || !f.codes || slices.Contains(f.hash, code)
 }
 

@@ -48,6 +48,20 @@ func TestSubjectTagsFromOutside(t *testing.T) {
 	if h := msgs[len(msgs)-1].Properties["Rmq-Tags"]; h != "hot" {
 		t.Errorf("the tags header in a topic under the rule: property Rmq-Tags %q, want it kept as %q", h, "hot")
 	}
+	// pull rebuilds the NATS headers: the publisher's Rmq-Tags, never the subject as tags.
+	pulled, _ := pull(t, nc, map[string]any{"topic": "device", "queueId": 0, "offset": 0, "max": 100})
+	if len(pulled) != len(subjects) {
+		t.Fatalf("pull device: %d messages, want %d", len(pulled), len(subjects))
+	}
+	for i, m := range pulled {
+		want := []string(nil)
+		if i == len(subjects)-1 {
+			want = []string{"hot"}
+		}
+		if got := m.Header.Values("Rmq-Tags"); !slices.Equal(got, want) {
+			t.Errorf("pulled message %d: Rmq-Tags %q, want %q", i, got, want)
+		}
+	}
 	if got := getAll(t, nc, "device", "device.2.temp"); len(got) != 2 || string(got[1].Body) != "tagged" {
 		t.Errorf("get --subject device.2.temp: %d messages, want 2 ending with the tagged one", len(got))
 	}

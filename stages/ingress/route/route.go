@@ -28,11 +28,11 @@
 // N = 0 is the default rule.
 //
 // Declared topics (Mapping.Patterns, TopicPattern) match before either rule: every subject a
-// pattern matches goes to its topic, with no TAGS from the subject. A topic under the subject-tag
-// rule (Mapping.SubjectTags: the engine puts new declared topics under it), whichever rule chose
-// it, takes the whole subject as TAGS, and its tags header is an ordinary header. The rule makes at most
-// Mapping.MaxTopics topics (the store's count at start); a subject whose topic would be a new one
-// past that goes to OverflowTopic. A subject that has its topic keeps it: the set of the rule's
+// pattern matches goes to its topic, with no TAGS from the subject. A topic under the
+// subject-tag rule (Mapping.SubjectTags: the engine puts new declared topics under it), whichever
+// rule chose it, takes the whole subject as TAGS, and its tags header is an ordinary header. The
+// rule makes at most Mapping.MaxTopics topics (the store's count at start); a subject whose topic
+// would be a new one past that goes to OverflowTopic. A subject that has its topic keeps it: the set of the rule's
 // topics only grows, and is bounded by the limit. The route of each subject is cached in a bounded cache
 // (ingress's Config.SubjectCache entries, evictions counted) because it is on the hot path and
 // subjects can be unbounded in number.
@@ -66,8 +66,9 @@ import (
 // (the round-robin counter lives in topicState, which is shared by every subject of the topic).
 type Route struct {
 	Topic string
-	// Tags is the token rule's TAGS, "" for none. It needs no check of its own: it is a
-	// non-empty piece of the subject cut at a '.', and the subject passed CheckProperty.
+	// Tags is the token rule's TAGS, or the subject under the subject-tag rule; "" for none. It
+	// needs no check of its own: it is the subject or a non-empty piece of it cut at a '.', and
+	// the subject passed CheckProperty.
 	Tags string
 	// SubjectTags says the topic is under the subject-tag rule: Tags is the subject, and the
 	// tags header is an ordinary header.
