@@ -98,8 +98,9 @@ type HeaderSink interface {
 // subject it came on (Rs-Subject), its id (Nats-Msg-Id, or Rs-Uniq-Key for an id ingress
 // generated or one not from NATS), KEYS and TAGS under keysHeader and tagsHeader (not TAGS that
 // is the subject: the subject-tag rule's, docs/CONFIG.md), and every other header ingress
-// stored, in order; properties the store sets and names NATS cannot carry are left out. str makes a property's bytes a string: a copy, or a view where the bytes stay
-// as they are while h is used (the read API's pull, which builds its headers in place).
+// stored, in order; properties the store sets and names NATS cannot carry are left out. str
+// makes a property's bytes a string: a copy, or a view where the bytes stay as they are while h
+// is used (the read API's pull, which builds its headers in place).
 func RebuildHeaders(h HeaderSink, m *reader.Message, keysHeader, tagsHeader string, str func([]byte) string) {
 	fromNATS := false
 	uniq := ""
