@@ -102,6 +102,28 @@ func TestSubjectTagsFromOutside(t *testing.T) {
 	}
 	e.stop()
 
+	// A damaged file (and no backup) stops the start with what to do, and so does a read.
+	name := filepath.Join(dir, "config", "subjectTags.json")
+	good, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(name + ".bak")
+	if err := os.WriteFile(name, []byte(`{"topics":["dev`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, runArgs(dir, "--topics", "device.*.temp")...)
+	if r.code == 0 || !strings.Contains(r.stderr, "subjectTags.json") || !strings.Contains(r.stderr, "removing") {
+		t.Errorf("start on a damaged subjectTags.json: exit %d, stderr %s; want a failure naming the file and what to do", r.code, r.stderr)
+	}
+	if r := runCLI(t, append([]string{"get", "--topic", "device", "--queue", "0"}, offline(dir)...)...); r.code == 0 ||
+		!strings.Contains(r.stderr, "subjectTags.json") {
+		t.Errorf("offline get on a damaged subjectTags.json: exit %d, stderr %s", r.code, r.stderr)
+	}
+	if err := os.WriteFile(name, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	e = startEngine(t, dir, "--topics", "device.*.temp,sensor.>", "--queues", "1", "--no-subject-tags")
 	nc = connect(t, e.url)
 	stored(t, nc, msg("sensor.a", "s", "Rmq-Tags", "warm"))

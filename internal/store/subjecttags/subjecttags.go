@@ -78,12 +78,18 @@ func (s *Set) Topics() []string {
 
 func path(dir string) string { return filepath.Join(dir, meta.ConfigDirName, FileName) }
 
-// Load reads the set of the store in dir: empty when the store has no file.
+// Load reads the set of the store in dir: empty when the store has no file. A file (and backup)
+// that does not decode is an error that says how to go on: without the file every topic is read
+// record by record, which is always right.
 func Load(fsys vfs.FS, dir string) (*Set, error) {
 	var f file
 	if _, err := meta.Load(fsys, path(dir), &f); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return &Set{}, nil
+		}
+		if errors.Is(err, meta.ErrCorrupt) {
+			return nil, fmt.Errorf("subject tags: %w; removing %s and its %s backup is safe: reads of one subject "+
+				"then read every record of those topics", err, path(dir), meta.BakSuffix)
 		}
 		return nil, fmt.Errorf("subject tags: %w", err)
 	}
