@@ -21,11 +21,11 @@ import (
 func (e *Engine) newIngress(nc *nats.Conn, nopts NATSOptions, parts *route.Partitions) (*ingress.Ingress, error) {
 	o := e.opts
 	// Before the first record of the serve, while the ConsumeQueues know every topic stored.
-	declared := route.DeclaredTopics(nopts.Topics)
+	wide := route.WideTopics(nopts.Topics)
 	if nopts.NoSubjectTags {
-		declared = nil
+		wide = nil
 	}
-	tags, err := subjecttags.Adopt(o.FS, o.Dir, e.reader.SubjectTags(), declared, e.cq.Topics(), o.Logger)
+	tags, err := subjecttags.Adopt(o.FS, o.Dir, e.reader.SubjectTags(), wide, e.cq.Topics(), o.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ type NATSOptions struct {
 	// Topics are declared topics, matched first; MaxTopics limits the rest (see route.Mapping).
 	Topics    []route.TopicPattern
 	MaxTopics int
-	// NoSubjectTags keeps new declared topics out of the subject-tag rule (internal/store/subjecttags).
+	// NoSubjectTags keeps new wide topics out of the subject-tag rule (route.WideTopics, subjecttags).
 	NoSubjectTags  bool
 	QueuesPerTopic int
 	KeysHeader     string

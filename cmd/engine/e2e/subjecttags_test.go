@@ -16,14 +16,15 @@ import (
 // TestSubjectTagsFromOutside: a declared topic new to the store keeps each message's subject as
 // its TAGS, so its ConsumeQueue's tag codes are the subjects' Java hashes (what a RocketMQ
 // consumer filters by, and what a read of one subject skips by); a tags header there is kept as
-// an ordinary header. The rule is in the store (config/subjectTags.json) and holds across a
-// restart; a topic that was stored before it was declared keeps the TAGS its publishers set, and
-// the log says so; --no-subject-tags keeps new declared topics out of it. `engine verify` passes
-// on the store. docs/CONFIG.md, "Reading one subject of a declared topic".
+// an ordinary header. The overflow topic is under the rule too. The rule is in the store
+// (config/subjectTags.json) and holds across a restart; a topic that was stored before it was
+// declared keeps the TAGS its publishers set, and the log says so; --no-subject-tags keeps new
+// declared topics out of it; a damaged file stops a start and a read with what to do. `engine
+// verify` passes on the store. docs/CONFIG.md, "Reading one subject of a declared topic".
 func TestSubjectTagsFromOutside(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	e := startEngine(t, dir, "--topics", "device.*.temp", "--queues", "1")
+	e := startEngine(t, dir, "--topics", "device.*.temp", "--queues", "1", "--max-topics", "1")
 	nc := connect(t, e.url)
 	subjects := []string{"device.1.temp", "device.2.temp", "device.1.temp", "device.33.temp", "device.1.temp"}
 	for i, s := range subjects {
@@ -32,8 +33,14 @@ func TestSubjectTagsFromOutside(t *testing.T) {
 	stored(t, nc, msg("device.2.temp", "tagged", "Rmq-Tags", "hot"))
 	subjects = append(subjects, "device.2.temp")
 	// Stored by the rule, not declared: its TAGS is the header's.
-	last := stored(t, nc, msg("legacy.x", "legacy", "Rmq-Tags", "hot"))
+	stored(t, nc, msg("legacy.x", "legacy", "Rmq-Tags", "hot"))
+	// Past the topic limit of 1: _overflow, a wide topic, is under the rule too.
+	last := stored(t, nc, msg("spill.z", "spilled", "Rmq-Tags", "hot"))
 	waitReadable(t, nc, last)
+	if got := getAll(t, nc, "_overflow", "spill.z"); len(got) != 1 || got[0].Properties["TAGS"] != "spill.z" ||
+		got[0].Properties["Rmq-Tags"] != "hot" {
+		t.Errorf("_overflow: %+v, want TAGS spill.z and Rmq-Tags hot", got)
+	}
 
 	msgs := getAll(t, nc, "device", "")
 	if len(msgs) != len(subjects) {
@@ -76,8 +83,9 @@ func TestSubjectTagsFromOutside(t *testing.T) {
 			t.Fatalf("ConsumeQueue tag codes %v: unit %d should be the hash of %q, %d", codes, i, s, javaHash(s))
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "config", "subjectTags.json")); err != nil || !strings.Contains(string(b), `"device"`) {
-		t.Fatalf("config/subjectTags.json: %s, %v; want it to list device", b, err)
+	if b, err := os.ReadFile(filepath.Join(dir, "config", "subjectTags.json")); err != nil || !strings.Contains(string(b), `"device"`) ||
+		!strings.Contains(string(b), `"_overflow"`) {
+		t.Fatalf("config/subjectTags.json: %s, %v; want it to list device and _overflow", b, err)
 	}
 	if r := runCLI(t, append([]string{"verify", "--store", dir}, sizeArgs...)...); r.code != 0 {
 		t.Fatalf("engine verify: exit %d: %s%s", r.code, r.stdout, r.stderr)
@@ -85,7 +93,7 @@ func TestSubjectTagsFromOutside(t *testing.T) {
 
 	// Restart: legacy_x is declared now, but was stored before; sensor is new, but left out.
 	e = startEngine(t, dir, "--topics", "device.*.temp,legacy.>=legacy_x", "--queues", "1")
-	if line, _, ok := e.findLog(0, "declared topics stored before they were declared"); !ok ||
+	if line, _, ok := e.findLog(0, "topics stored before the subject-tag rule could apply to them"); !ok ||
 		fmt.Sprint(line["topics"]) != "[legacy_x]" {
 		t.Errorf("no log line naming legacy_x as kept out of the rule: %v", line)
 	}

@@ -1,5 +1,5 @@
-// Package subjecttags owns the subject-tag rule of declared topics and the file that says which
-// topics follow it. In a topic under the rule every record's TAGS is its NATS subject
+// Package subjecttags owns the subject-tag rule of wide topics (declared ones, the overflow topic)
+// and the file that says which topics follow it. In a topic under the rule every record's TAGS is its NATS subject
 // (NATS_SUBJECT) or absent, so the ConsumeQueue's tag code, the Java hash of TAGS that RocketMQ
 // consumers already filter by, tells a read by one subject which units cannot match without
 // reading their records: a unit whose code is neither 0 (no TAGS) nor the subject's hash holds
@@ -100,13 +100,13 @@ func Load(fsys vfs.FS, dir string) (*Set, error) {
 	return s, nil
 }
 
-// Adopt returns s with the declared topics that are not among the store's topics (known) put
-// under the rule, saved durably in dir first when any is new. A declared topic the store
-// already has keeps the rule it has, and log says so once: reads of one of its subjects read
-// each of its records.
-func Adopt(fsys vfs.FS, dir string, s *Set, declared, known []string, log zerolog.Logger) (*Set, error) {
+// Adopt returns s with the wide topics (declared ones, the overflow topic) that are not among the
+// store's topics (known) put under the rule, saved durably in dir first when any is new. One
+// the store already has keeps the rule it has, and log says so once: reads of one of its
+// subjects read each of its records.
+func Adopt(fsys vfs.FS, dir string, s *Set, wide, known []string, log zerolog.Logger) (*Set, error) {
 	var add, legacy []string
-	for _, t := range declared {
+	for _, t := range wide {
 		switch {
 		case s.Has(t) || slices.Contains(add, t) || slices.Contains(legacy, t):
 		case slices.Contains(known, t):
@@ -116,8 +116,8 @@ func Adopt(fsys vfs.FS, dir string, s *Set, declared, known []string, log zerolo
 		}
 	}
 	if len(legacy) > 0 {
-		log.Info().Strs("topics", legacy).Msg("declared topics stored before they were declared keep the TAGS their " +
-			"publishers set: a read of one of their subjects reads each of their records (docs/CONFIG.md, subject tags)")
+		log.Info().Strs("topics", legacy).Msg("topics stored before the subject-tag rule could apply to them keep the TAGS " +
+			"their publishers set: a read of one of their subjects reads each of their records (docs/CONFIG.md, subject tags)")
 	}
 	if len(add) == 0 {
 		return s, nil

@@ -58,9 +58,10 @@ func literalPrefix(pattern string) string {
 	return strings.Join(toks, ".")
 }
 
-// DeclaredTopics are the topics of ps, each once.
-func DeclaredTopics(ps []TopicPattern) []string {
-	var out []string
+// WideTopics are the topics that hold many subjects, each once: those of ps and OverflowTopic.
+// They are the ones reads by subject are for (the subject-tag rule).
+func WideTopics(ps []TopicPattern) []string {
+	out := []string{OverflowTopic}
 	for _, p := range ps {
 		if !slices.Contains(out, p.Topic) {
 			out = append(out, p.Topic)

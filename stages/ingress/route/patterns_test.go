@@ -150,6 +150,9 @@ func TestSubjectTagRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := Mapping{TopicTokens: 1, SubjectTags: set, Patterns: []TopicPattern{{"device.*.temp", "device"}, {"orders.>", "orders"}}}
+	if got := WideTopics(append(m.Patterns, TopicPattern{"device.*.hum", "device"})); fmt.Sprint(got) != "[_overflow device orders]" {
+		t.Errorf("WideTopics = %q", got)
+	}
 	r := NewRouter(m, 4, "Rmq-Keys", 64, nil)
 	for _, c := range []struct {
 		subject, topic, tags string
