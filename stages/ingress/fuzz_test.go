@@ -45,8 +45,10 @@ const fuzzMaxBody = 512
 // nothing) and returns its one worker.
 func newConverter(t testing.TB, tokens int, withBatched bool) *worker {
 	t.Helper()
+	// No topic limit: a fuzz run makes more than DefaultMaxTopics topics, and the subjects past
+	// it would go to OverflowTopic, which does not map back (TestTopicLimit tests the limit).
 	cfg := Config{
-		Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Workers: 1, Mapping: route.Mapping{TopicTokens: tokens},
+		Conn: &nats.Conn{}, Out: make(chan *stages.Batch), Workers: 1, Mapping: route.Mapping{TopicTokens: tokens, MaxTopics: -1},
 		StoreHost: testStoreHost, BornHost: testBornHost,
 		Encode: &commitlog.EncodeOptions{PropCRC: true, MaxBodySize: fuzzMaxBody},
 	}
