@@ -1,9 +1,9 @@
-// Package subjecttags owns the subject-tag rule of wide topics (declared ones, the overflow topic)
-// and the file that says which topics follow it. In a topic under the rule every record's TAGS is its NATS subject
-// (NATS_SUBJECT) or absent, so the ConsumeQueue's tag code, the Java hash of TAGS that RocketMQ
-// consumers already filter by, tells a read by one subject which units cannot match without
-// reading their records: a unit whose code is neither 0 (no TAGS) nor the subject's hash holds
-// another subject. The bytes stay RocketMQ's: TAGS is an ordinary property, and RocketMQ's own
+// Package subjecttags owns the subject-tag rule of wide topics (declared ones, the overflow
+// topic) and the file that says which topics follow it. In a topic under the rule every record's
+// TAGS is its NATS subject (NATS_SUBJECT) or absent, so the ConsumeQueue's tag code, the Java hash
+// of TAGS that RocketMQ consumers already filter by, tells a read by one subject which units
+// cannot match without reading their records: a unit whose code is neither 0 (no TAGS) nor the
+// subject's hash holds another subject. The bytes stay RocketMQ's: TAGS is an ordinary property, and RocketMQ's own
 // dispatch builds the same tag codes from the same CommitLog.
 //
 // The rule holds for a topic from its first record or not at all: a topic already in the store
