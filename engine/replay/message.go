@@ -104,6 +104,7 @@ type HeaderSink interface {
 func RebuildHeaders(h HeaderSink, m *reader.Message, keysHeader, tagsHeader string, str func([]byte) string) {
 	fromNATS := false
 	uniq := ""
+	var subject []byte // NATS_SUBJECT, once seen
 	it := commitlog.Properties(m.RawProperties).Iter()
 	for {
 		n, v, ok := it.Next()
@@ -113,7 +114,7 @@ func RebuildHeaders(h HeaderSink, m *reader.Message, keysHeader, tagsHeader stri
 		name, value := str(n), str(v)
 		switch name {
 		case ingress.PropNatsSubject:
-			fromNATS = true
+			fromNATS, subject = true, v
 			h.Set(api.HeaderSubject, value)
 			continue
 		case commitlog.PropUniqKey:
@@ -124,8 +125,12 @@ func RebuildHeaders(h HeaderSink, m *reader.Message, keysHeader, tagsHeader stri
 			continue
 		case commitlog.PropTags:
 			// TAGS that is the subject itself is the subject-tag rule's, not a header the
-			// publisher sent (that one, if any, is stored under its own name).
-			if subject, ok := commitlog.Properties(m.RawProperties).Get(ingress.PropNatsSubject); !ok || string(subject) != string(v) {
+			// publisher sent (that one, if any, is stored under its own name). Ingress writes
+			// NATS_SUBJECT first; other writers may put it later, so only then look ahead.
+			if !fromNATS {
+				subject, _ = commitlog.Properties(m.RawProperties).Get(ingress.PropNatsSubject)
+			}
+			if subject == nil || string(subject) != string(v) {
 				h.Set(tagsHeader, value)
 			}
 			continue
