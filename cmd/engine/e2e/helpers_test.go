@@ -162,17 +162,24 @@ func checkAcked(t *testing.T, src []string, acked []sentMsg) int {
 // readable.
 func apiGet(t *testing.T, nc *nats.Conn, topic string, queue int32, offset int64, waitMs int) []map[string]any {
 	t.Helper()
-	req, _ := json.Marshal(map[string]any{"topic": topic, "queueId": queue, "offset": offset, "max": 32, "waitMs": waitMs})
-	reply, err := nc.Request("$RS.API.get", req, waitTimeout)
+	return apiGetAs[map[string]any](t, nc, map[string]any{"topic": topic, "queueId": queue, "offset": offset, "max": 32, "waitMs": waitMs})
+}
+
+// apiGetAs sends req to the read API's get and decodes the messages of its reply as M; an error
+// reply fails the test.
+func apiGetAs[M any](t *testing.T, nc *nats.Conn, req map[string]any) []M {
+	t.Helper()
+	data, _ := json.Marshal(req)
+	reply, err := nc.Request("$RS.API.get", data, waitTimeout)
 	if err != nil {
-		t.Fatalf("$RS.API.get %s: %v", req, err)
+		t.Fatalf("$RS.API.get %s: %v", data, err)
 	}
 	var r struct {
-		Messages []map[string]any `json:"messages"`
-		Error    *wireError       `json:"error"`
+		Messages []M        `json:"messages"`
+		Error    *wireError `json:"error"`
 	}
 	if err := json.Unmarshal(reply.Data, &r); err != nil || r.Error != nil {
-		t.Fatalf("$RS.API.get %s: %s", req, reply.Data)
+		t.Fatalf("$RS.API.get %s: %s", data, reply.Data)
 	}
 	return r.Messages
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -155,18 +154,7 @@ type wireMsg struct {
 // getAll reads queue 0 of topic from its start with the read API's get, filtered by subject.
 func getAll(t *testing.T, nc *nats.Conn, topic, subject string) []wireMsg {
 	t.Helper()
-	req, _ := json.Marshal(map[string]any{"topic": topic, "queueId": 0, "offset": 0, "max": 100, "subject": subject})
-	rep, err := nc.Request("$RS.API.get", req, waitTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got struct {
-		Messages []wireMsg `json:"messages"`
-	}
-	if err := json.Unmarshal(rep.Data, &got); err != nil {
-		t.Fatalf("get %s %s: %q: %v", topic, subject, rep.Data, err)
-	}
-	return got.Messages
+	return apiGetAs[wireMsg](t, nc, map[string]any{"topic": topic, "queueId": 0, "offset": 0, "max": 100, "subject": subject})
 }
 
 // tagCodes are the tag codes of queue 0 of topic, from its first ConsumeQueue file as RocketMQ
