@@ -18,7 +18,7 @@ import (
 )
 
 // rocketMQRewrite does to the checkpoint what RocketMQ does when it runs on the store (see
-// shared/fixtures/rocketmq-5.3.3/checkpoint): its 40 bytes written from its own values, every
+// the RocketMQ fixtures' checkpoint/ (internal/rmqfixture)): its 40 bytes written from its own values, every
 // other byte of the page left as it was.
 func rocketMQRewrite(t *testing.T, fsys vfs.FS, dir string, set func(c *checkpoint.Checkpoint)) {
 	t.Helper()
@@ -261,7 +261,7 @@ func TestRecoveryAfterRocketMQRewroteTheTail(t *testing.T) {
 	}
 }
 
-// The store the checkpoints of shared/fixtures/rocketmq-5.3.3/checkpoint describe: the
+// The store the checkpoints of the RocketMQ fixtures' checkpoint/ (internal/rmqfixture) describe: the
 // engine's durable and dispatched offsets, RocketMQ's confirm offset (the start of the last
 // record) and the store timestamp of every field.
 const (

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/internal/rmqfixture"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
@@ -134,10 +135,10 @@ func TestReadCommandsSizesGiven(t *testing.T) {
 // ConsumeQueue files, index files of 2000 slots and 8000 entries) is read by every read command
 // with no size flag: the messages its .jsonl lists, by queue, by key and by id.
 func TestReadOfflineRocketMQStore(t *testing.T) {
-	const store = "/work/shared/fixtures/rocketmq-5.3.3/store-5000"
+	store := filepath.Join(rmqfixture.Dir(t), "store-5000")
 	f, err := os.Open(store + ".jsonl")
 	if err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	type line struct {

@@ -57,9 +57,7 @@ func TestVerifyRepairRocketMQStores(t *testing.T) {
 	}{{"store-5000", 5000, 6507299}, {"edge", 9, 2077}} {
 		t.Run(f.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), f.name)
-			if err := rmqfixture.Copy(f.name, dir); err != nil {
-				t.Fatal(err)
-			}
+			rmqfixture.Copy(t, f.name, dir)
 			args := fixtureArgs(dir)
 			before := treeHashes(t, dir)
 			code, out, errOut := runBinary(t, append([]string{"verify"}, args...)...)

@@ -1,6 +1,6 @@
-// Package golden holds the golden vectors of the RocketMQ store format (a copy of
-// shared/spec/vectors.json, produced by two independent encoders that agreed byte for byte),
-// parsed into Go values for tests.
+// Package golden holds the golden vectors of the RocketMQ store format (vectors.json, a copy of
+// the vectors that go with docs/STORE-FORMAT.md, produced by two independent encoders that
+// agreed byte for byte), parsed into Go values for tests.
 package golden
 
 import (

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/rocketstore/engine/internal/rmqfixture"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/segment"
@@ -164,10 +165,6 @@ func TestOfflineSizesEmptyAtOpen(t *testing.T) {
 	}
 }
 
-// rocketmqStore is a store RocketMQ 5.3.3 wrote with 4 MiB segments, 500-unit ConsumeQueue
-// files and index files of 2000 slots and 8000 entries; its .jsonl says what it holds.
-const rocketmqStore = "/work/shared/fixtures/rocketmq-5.3.3/store-5000"
-
 // rocketmqMessage is a line of the store's .jsonl.
 type rocketmqMessage struct {
 	Topic       string            `json:"topic"`
@@ -185,9 +182,12 @@ type rocketmqMessage struct {
 // (straight from the read-only fixture: the reader writes nothing): every message by queue,
 // with its offsets, id and body, and by its keys.
 func TestOfflineSizesRocketMQStore(t *testing.T) {
+	// A store RocketMQ 5.3.3 wrote with 4 MiB segments, 500-unit ConsumeQueue files and index
+	// files of 2000 slots and 8000 entries; its .jsonl says what it holds.
+	rocketmqStore := filepath.Join(rmqfixture.Dir(t), "store-5000")
 	f, err := os.Open(rocketmqStore + ".jsonl")
 	if err != nil {
-		t.Skipf("fixture: %v", err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	var want []rocketmqMessage

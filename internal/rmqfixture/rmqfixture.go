@@ -1,22 +1,31 @@
-// Package rmqfixture finds the stores Apache RocketMQ 5.3.3 itself wrote
-// (shared/fixtures/rocketmq-5.3.3, read-only, laid beside the repository) and copies them for
-// tests that write. Tests use it; nothing else does.
+// Package rmqfixture holds the stores Apache RocketMQ 5.3.3 itself wrote, as a compressed archive
+// inside the repository (testdata/rocketmq-5.3.3.tar.gz, described by testdata/README.md), and
+// unpacks them into a test's temporary directory. Tests use it; nothing else does.
+//
+// The archive is embedded rather than looked up on disk so that a test finds it from any package
+// and any working directory, and a clone with nothing beside it passes its tests.
 package rmqfixture
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
+	"testing"
 )
 
-// Env names a directory holding the fixtures, for a checkout that is not beside shared/.
-const Env = "ROCKETSTORE_RMQ_FIXTURES"
+//go:embed testdata/rocketmq-5.3.3.tar.gz
+var archive []byte
 
-// rel is where the fixtures lie below some ancestor of the working directory.
-var rel = filepath.Join("shared", "fixtures", "rocketmq-5.3.3")
+// root is the archive's top directory: every entry lies below it.
+const root = "rocketmq-5.3.3"
 
 // The sizes RocketMQ's MessageStoreConfig had for both stores (the fixtures' README).
 const (
@@ -26,64 +35,89 @@ const (
 	IndexEntries  = 8000
 )
 
-// Dir returns the fixtures directory: $ROCKETSTORE_RMQ_FIXTURES, or shared/fixtures/rocketmq-5.3.3
-// in the nearest ancestor of the working directory that has it.
-func Dir() (string, error) {
-	if d := os.Getenv(Env); d != "" {
-		return d, nil
+// Dir unpacks every fixture into a new temporary directory of t and returns it. Its files are
+// read-only, as the fixtures are what RocketMQ wrote: a test that writes uses Copy.
+func Dir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unpack("", dir, 0o444); err != nil {
+		t.Fatalf("rmqfixture: %v", err)
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if st, err := os.Stat(filepath.Join(d, rel)); err == nil && st.IsDir() {
-			return filepath.Join(d, rel), nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("rmqfixture: no %s in any parent of %s (set %s)", rel, wd, Env)
-		}
+	return dir
+}
+
+// Copy unpacks the fixture name (a store directory such as "store-5000", or a file such as
+// "store-5000.jsonl") to dst, with write permission, so that it may be recovered or repaired.
+func Copy(t testing.TB, name, dst string) {
+	t.Helper()
+	if err := unpack(name, dst, 0o644); err != nil {
+		t.Fatalf("rmqfixture: %v", err)
 	}
 }
 
-// Copy copies the fixture name (a store directory such as "store-5000", or a file) to dst,
-// with write permission, so that it may be recovered or repaired.
-func Copy(name, dst string) error {
-	dir, err := Dir()
+// unpack writes the archive's entries at or below name (all of them when name is "") under dst,
+// each file with mode perm. Finding nothing under name is an error, so a misspelt fixture fails
+// its test instead of giving it an empty store.
+func unpack(name, dst string, perm os.FileMode) error {
+	zr, err := gzip.NewReader(bytes.NewReader(archive))
 	if err != nil {
-		return err
+		return fmt.Errorf("the embedded archive testdata/rocketmq-5.3.3.tar.gz: %w", err)
 	}
-	src := filepath.Join(dir, name)
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	tr := tar.NewReader(zr)
+	want := path.Join(root, name)
+	found := 0
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("the embedded archive testdata/rocketmq-5.3.3.tar.gz: %w", err)
 		}
-		r, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
+		p := path.Clean(h.Name)
+		if p != want && !strings.HasPrefix(p, want+"/") {
+			continue
 		}
-		to := filepath.Join(dst, r)
-		if d.IsDir() {
-			return os.MkdirAll(to, 0o755)
+		rel, err := filepath.Rel(want, filepath.FromSlash(p))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("archive entry %q lies outside %q", h.Name, want)
 		}
-		if !d.Type().IsRegular() {
-			return fmt.Errorf("rmqfixture: %s is not a regular file", p)
+		to := filepath.Join(dst, rel)
+		if p == want && h.Typeflag == tar.TypeReg {
+			to = dst // a single file: dst is its name
 		}
-		return copyFile(p, to)
-	})
+		found++
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(to, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := writeFile(to, tr, perm); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("archive entry %q is not a file or a directory", h.Name)
+		}
+	}
+	if found == 0 {
+		return fmt.Errorf("no fixture %q in the embedded archive testdata/rocketmq-5.3.3.tar.gz", name)
+	}
+	return nil
 }
 
-func copyFile(from, to string) (err error) {
-	in, err := os.Open(from)
+func writeFile(name string, r io.Reader, perm os.FileMode) (err error) {
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm|0o200)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
+	defer func() { err = errors.Join(err, f.Close()) }()
+	if _, err := io.Copy(f, r); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, out.Close()) }()
-	_, err = io.Copy(out, in)
-	return err
+	// The file is created writable so that it can be filled, then given its mode.
+	return f.Chmod(perm)
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/rocketstore/engine/internal/vfs"
 )
 
-// The store the checkpoints of shared/fixtures/rocketmq-5.3.3/checkpoint describe (see the
+// The store the checkpoints of the RocketMQ fixtures' checkpoint/ (internal/rmqfixture) describe (see the
 // README of the copies in internal/store/checkpoint/testdata).
 const (
 	fixtureEnd        = 29429172

@@ -71,9 +71,7 @@ func requireSameFiles(t testing.TB, before, after map[string][32]byte) {
 func fixtureStore(t testing.TB, name string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
-	if err := rmqfixture.Copy(name, dir); err != nil {
-		t.Fatal(err)
-	}
+	rmqfixture.Copy(t, name, dir)
 	return dir
 }
 
@@ -87,11 +85,7 @@ func fixtureOptions(dir string) Options {
 // transaction, none with __CRC32#, properties in RocketMQ's order.
 func edgeRecords(t testing.TB) [][]byte {
 	t.Helper()
-	dir, err := rmqfixture.Dir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seg, err := os.ReadFile(filepath.Join(dir, "edge", "commitlog", "00000000000000000000"))
+	seg, err := os.ReadFile(filepath.Join(rmqfixture.Dir(t), "edge", "commitlog", "00000000000000000000"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rocketstore/engine/internal/rmqfixture"
 )
 
 // Promises issue 16 listed as broken. Each test was written from the promise and failed against
@@ -62,51 +64,13 @@ func TestOfflineReadsWithoutSizeFlags(t *testing.T) {
 	}
 }
 
-// rocketMQFixtures is where the stores Apache RocketMQ 5.3.3 wrote are (the shared fixtures of
-// the project, next to the repository, or $RS_ROCKETMQ_FIXTURES).
-func rocketMQFixtures(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("RS_ROCKETMQ_FIXTURES")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "..", "shared", "fixtures", "rocketmq-5.3.3")
-	}
-	if !fileExists(t, filepath.Join(dir, "store-5000", "commitlog")) {
-		t.Skipf("no RocketMQ fixtures at %s", dir)
-	}
-	return dir
-}
-
-// copyTree copies a directory tree (a read-only fixture) into dst.
-func copyTree(t *testing.T, src, dst string) {
-	t.Helper()
-	err := filepath.Walk(src, func(path string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		to := filepath.Join(dst, rel)
-		if info.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(to, b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestVerifyRocketMQStore: README "Compatible" and issue 16 item 7: `engine verify` on a store
 // RocketMQ wrote (no __CRC32# property) says it is consistent, and `engine repair` removes
 // nothing of it; `engine run` keeps every record.
 func TestVerifyRocketMQStore(t *testing.T) {
 	t.Parallel()
-	fx := rocketMQFixtures(t)
 	dir := t.TempDir()
-	copyTree(t, filepath.Join(fx, "store-5000"), dir)
+	rmqfixture.Copy(t, "store-5000", dir)
 	sizes := []string{"--commit-log-size", "4MiB", "--cq-units", "500", "--index-slots", "2000", "--index-entries", "8000"}
 	if r := runCLI(t, append([]string{"verify", "--store", dir}, sizes...)...); r.code != 0 {
 		t.Fatalf("verify of RocketMQ's store: exit %d\n%s%s", r.code, r.stdout, r.stderr)

@@ -90,7 +90,7 @@ func TestVersion1StillReads(t *testing.T) {
 	}
 }
 
-// TestRocketMQFixtures decodes the two checkpoints of shared/fixtures/rocketmq-5.3.3 (copied
+// TestRocketMQFixtures decodes the two checkpoints of the RocketMQ fixtures (internal/rmqfixture; copied
 // into testdata): the one the engine wrote, and the same file after RocketMQ 5.3.3 opened the
 // store and shut down, which set confirmPhyOffset and kept the extension's bytes. Both load with
 // the engine's offsets; only the second is Rewritten, with RocketMQ's confirm offset.

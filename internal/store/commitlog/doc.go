@@ -3,7 +3,7 @@
 // readers decode it with, the pure scanner that recovery and dispatch use to tell valid records from
 // a clean end, an end-of-file blank or a torn tail, and the two kinds of message id.
 //
-// The format is RocketMQ's, byte for byte (shared/spec/STORE-FORMAT.md §1, §6, §9.6, §14). All
+// The format is RocketMQ's, byte for byte (docs/STORE-FORMAT.md §1, §6, §9.6, §14). All
 // integers are big-endian. A record with IPv4 born and store hosts, version 1:
 //
 //	offset size field

@@ -1,8 +1,10 @@
 package consumequeue
 
 import (
+	"path/filepath"
 	"testing"
 
+	"github.com/rocketstore/engine/internal/rmqfixture"
 	"github.com/rocketstore/engine/internal/vfs"
 )
 
@@ -25,10 +27,7 @@ func TestDetectUnitsPerFile(t *testing.T) {
 	check("one queue of three files", 7, true)
 	noErr(t, s.Close())
 
-	const fixture = "/work/shared/fixtures/rocketmq-5.3.3/store-5000"
-	if _, err := vfs.Default.Stat(fixture); err != nil {
-		t.Skipf("fixture: %v", err)
-	}
+	fixture := filepath.Join(rmqfixture.Dir(t), "store-5000")
 	if units, ok, err := DetectUnitsPerFile(vfs.Default, fixture); err != nil || !ok || units != 500 {
 		t.Fatalf("RocketMQ's store: %d %v %v, want 500", units, ok, err)
 	}

@@ -1,7 +1,7 @@
 // Package consumequeue owns Apache RocketMQ's ConsumeQueue: for every (topic, queueId) an
 // array of 20-byte units, each naming one message's CommitLog record, so that the n-th message
 // of a queue is found at byte n*20 without scanning the CommitLog. The files are RocketMQ's
-// byte for byte (shared/spec/STORE-FORMAT.md §2, §3):
+// byte for byte (docs/STORE-FORMAT.md §2, §3):
 //
 //	<root>/consumequeue/<topic>/<queueId>/<20-digit byte offset>   UnitsPerFile*20 bytes each
 //

@@ -8,18 +8,15 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/rocketstore/engine/internal/rmqfixture"
 	"github.com/rocketstore/engine/internal/vfs"
 )
 
-// fixtureIndex is the index directory of a store RocketMQ 5.3.3 wrote with maxHashSlotNum 2000
-// and maxIndexNum 8000 (see /work/shared/fixtures/rocketmq-5.3.3/README.md).
-const fixtureIndex = "/work/shared/fixtures/rocketmq-5.3.3/store-5000/index"
-
 // TestDetectGeometryRocketMQ: the geometry of index files RocketMQ wrote is read from them.
 func TestDetectGeometryRocketMQ(t *testing.T) {
-	if _, err := vfs.Default.Stat(fixtureIndex); err != nil {
-		t.Skipf("fixture: %v", err)
-	}
+	// The index directory of a store RocketMQ 5.3.3 wrote with maxHashSlotNum 2000 and
+	// maxIndexNum 8000 (internal/rmqfixture).
+	fixtureIndex := filepath.Join(rmqfixture.Dir(t), "store-5000", "index")
 	got, err := DetectGeometry(vfs.Default, fixtureIndex)
 	if err != nil {
 		t.Fatal(err)

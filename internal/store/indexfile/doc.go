@@ -2,7 +2,7 @@
 // table of 4-byte hash slots and 20-byte entries chained per slot) and the IndexService that
 // keeps the directory <root>/index of such files, builds entries for dispatched messages, answers
 // key queries and deletes files that retention has made useless. The bytes are RocketMQ's, byte
-// for byte (shared/spec/STORE-FORMAT.md §4, §14 items 8-13).
+// for byte (docs/STORE-FORMAT.md §4, §14 items 8-13).
 //
 // Layout of one file with S slots and N entries (all integers big-endian):
 //
