@@ -320,4 +320,3 @@ func TestGroupCommit(t *testing.T) {
 		want(t, tb, "g", "t", int32(w), 50)
 	}
 }
-
