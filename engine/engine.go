@@ -43,6 +43,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/derive"
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/meta"
+	"github.com/rocketstore/engine/internal/store/offsets"
 	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/stages"
 )
@@ -74,7 +75,7 @@ type Engine struct {
 	dispatcher *dispatch.Dispatcher
 
 	reader  *reader.Reader
-	offsets *reader.ConsumerOffsets
+	offsets *offsets.Table // consumer groups' committed offsets
 
 	// retention deletes old files and refuses writes on a full disk, or while dispatch waits
 	// for disk space (engine/retention; the appender's Gate).
@@ -162,7 +163,8 @@ func Open(opts Options) (_ *Engine, err error) {
 		}
 	}
 	e.builder = derive.NewBuilder(e.cq, e.index, nil)
-	if e.offsets, err = reader.OpenConsumerOffsets(fsys, opts.Dir); err != nil {
+	if e.offsets, err = offsets.Open(fsys, opts.Dir, offsets.Options{Sync: opts.FlushMode == FlushSync,
+		MaxGroups: opts.MaxGroups, Now: opts.Now, Logger: opts.Logger}); err != nil {
 		return nil, err
 	}
 
@@ -286,7 +288,9 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 		defer close(e.appended)
 		return e.appender.Run(ctx)
 	})
-	e.group.Go("offsets", func(ctx context.Context) error { return e.persistOffsets(ctx, o.OffsetPersistInterval) })
+	if o.FlushMode != FlushSync {
+		e.group.Go("offsets", func(ctx context.Context) error { return e.syncOffsets(ctx, o.OffsetPersistInterval) })
+	}
 	e.group.Go("retention", e.retention.Run)
 	if o.CommitLogCache > 0 {
 		e.group.Go("cache", (&flushers.CacheDropper{Log: e.log, Durable: e.durable, Dispatched: e.dispatched,
@@ -479,6 +483,13 @@ func (e *Engine) closeStores(abort bool) error {
 	e.storesClosed = true
 	e.reads.Unlock()
 	var errs []error
+	if e.offsets != nil {
+		if abort {
+			e.offsets.Abandon() // as a crash: the journal holds what was answered
+		} else {
+			errs = append(errs, e.offsets.Close()) // RocketMQ's consumerOffset.json gets every group's progress
+		}
+	}
 	if e.index != nil {
 		if abort {
 			errs = append(errs, e.index.Abandon())

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/rocketstore/engine/engine/groups"
 	"github.com/rocketstore/engine/engine/natsserver"
 	"github.com/rocketstore/engine/stages/ingress/jspull"
 	"github.com/rocketstore/engine/stages/ingress/replicated"
@@ -95,6 +96,8 @@ type NATSOptions struct {
 	MaxLongPolls int
 	MaxReplays   int
 	Version      string
+	// Groups configures the consumer group coordinator the read API serves (docs/GROUPS.md).
+	Groups groups.Config
 
 	// Batched acks (docs/BATCHED-ACKS.md; the publisher package engine/publisher): a message with
 	// the Rs-Seq header gets no reply of its own; its stream gets one cumulative ack per round.

@@ -102,8 +102,12 @@ type Options struct {
 	CQFlushThoroughInterval time.Duration
 	// SlowSync is the sync time above which a warning is logged (1 s).
 	SlowSync time.Duration
-	// OffsetPersistInterval is how often consumer offsets are written (RocketMQ's 5 s).
+	// OffsetPersistInterval is how often the consumer offsets journal is fsynced in async flush
+	// mode (RocketMQ flushes its offsets every 5 s); in sync mode every commit is fsynced before
+	// it is answered. MaxGroups bounds the consumer groups whose offsets the store keeps
+	// (offsets.DefaultMaxGroups; -1: no bound).
 	OffsetPersistInterval time.Duration
+	MaxGroups             int
 
 	// Retention (RocketMQ's CleanCommitLogService, STORE-FORMAT §10; see engine/retention). Every
 	// CleanInterval (10 s; the first pass after CleanFirstDelay, 60 s) a pass deletes the oldest

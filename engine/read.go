@@ -2,10 +2,10 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/rocketstore/engine/internal/reader"
+	"github.com/rocketstore/engine/internal/store/offsets"
 )
 
 // The read API's types, from internal/reader (which also serves offline readers).
@@ -34,7 +34,7 @@ var (
 	ErrBadMsgID       = reader.ErrBadMsgID
 	ErrNotFound       = reader.ErrNotFound
 	ErrIndexDisabled  = reader.ErrIndexDisabled
-	ErrInvalidGroup   = reader.ErrInvalidGroup
+	ErrInvalidGroup   = offsets.ErrInvalidGroup
 )
 
 // Get reads messages of one queue from an offset, through the ConsumeQueue into the CommitLog,
@@ -100,16 +100,20 @@ func (e *Engine) Topics() []TopicInfo {
 	return e.reader.Topics()
 }
 
-// CommitOffset records a consumer group's offset in a queue; it is persisted to
-// config/consumerOffset.json every few seconds and at shutdown.
+// CommitOffset records a consumer group's offset in a queue (outside the group's membership:
+// epoch 0, no member). It returns once the offset is in the offsets journal (fsynced in sync mode).
 func (e *Engine) CommitOffset(group, topic string, queueID int32, offset int64) error {
-	return e.offsets.Commit(group, topic, queueID, offset)
+	return e.offsets.Commit(offsets.Commit{Group: group, Topic: topic, QueueID: queueID, Offset: offset})
 }
 
 // FetchOffset returns a consumer group's committed offset in a queue.
 func (e *Engine) FetchOffset(group, topic string, queueID int32) (int64, bool) {
-	return e.offsets.Fetch(group, topic, queueID)
+	o, ok := e.offsets.Get(group, topic, queueID)
+	return o.Offset, ok
 }
+
+// GroupOffsets is the consumer groups' committed offsets table.
+func (e *Engine) GroupOffsets() *offsets.Table { return e.offsets }
 
 // readStart admits a read while the stores are open: Close waits for admitted reads to end
 // before it unmaps anything.
@@ -122,22 +126,33 @@ func (e *Engine) readStart() (release func(), err error) {
 	return e.reads.RUnlock, nil
 }
 
-// persistOffsets writes the consumer offsets on an interval until the pipeline stops, then once
-// more (RocketMQ flushes them every 5 s).
-func (e *Engine) persistOffsets(ctx context.Context, every time.Duration) error {
+// syncOffsets fsyncs the consumer offsets journal on an interval in async flush mode, so that a
+// power loss loses at most that interval of commits (sync mode fsyncs before each answer).
+func (e *Engine) syncOffsets(ctx context.Context, every time.Duration) error {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	done := e.dispatched.WaitChan(1<<63 - 1)
 	for {
 		select {
 		case <-tick.C:
-			if err := e.offsets.Persist(); err != nil {
-				e.opts.Logger.Warn().Err(err).Msg("could not persist consumer offsets")
+			if err := e.offsets.Sync(); err != nil {
+				e.opts.Logger.Warn().Err(err).Msg("could not sync the consumer offsets journal")
 			}
 		case <-done:
-			return e.offsets.Persist()
+			return nil
 		case <-ctx.Done():
-			return errors.Join(e.offsets.Persist(), ctx.Err())
+			return nil
 		}
 	}
+}
+
+// Records reads several queues of a topic at once, each record as the CommitLog holds it,
+// appended to buf (the batched read; reader.Records).
+func (e *Engine) Records(ctx context.Context, req reader.RecordsRequest, buf []byte) ([]reader.QueueRecords, []byte, error) {
+	release, err := e.readStart()
+	if err != nil {
+		return nil, buf, err
+	}
+	defer release()
+	return e.reader.Records(ctx, req, buf)
 }

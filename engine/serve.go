@@ -153,10 +153,13 @@ func (s *Server) startReadAPI(nopts NATSOptions, log zerolog.Logger) (err error)
 		Metadata: map[string]string{"store_dir": o.Dir, "flush_mode": o.FlushMode.String(),
 			"store_host": o.StoreHost.String(), "index": strconv.FormatBool(!o.NoIndex)},
 		Unavailable: []error{ErrClosed}, Logger: log,
+		Groups: nopts.Groups, GroupStore: groupStore{e: s.Engine, queues: cmp.Or(nopts.QueuesPerTopic, ingress.DefaultQueuesPerTopic)},
 	}
 	if parts := s.ing.Partitions(); parts != nil {
 		cfg.PartitionCount, cfg.Owned = parts.Count, parts.OwnedNow
+		cfg.GroupStore = groupStore{e: s.Engine, owned: parts.OwnedNow}
 	}
+	cfg.Groups.Logger = log
 	s.api, err = readapi.Start(s.Engine, s.conn, cfg)
 	return err
 }

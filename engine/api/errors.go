@@ -13,7 +13,9 @@ import (
 const (
 	CodeBadRequest     = 400
 	CodeNotFound       = 404
+	CodeConflict       = 409 // fenced: a queue not held at that epoch; a group that has members
 	CodeTooManyReplays = 429
+	CodeTooMany        = 429 // too many members or groups
 	CodeInternal       = 500
 	CodeNotImplemented = 501
 	CodeUnavailable    = 503

@@ -223,12 +223,17 @@ type TopicInfo struct {
 }
 
 // CommitRequest records Offset (the next offset the group will consume) for Group in a queue.
-// The queue must exist; the offset is persisted every few seconds and at shutdown.
+// The topic and queue must exist. It is answered once the offset is in the offsets journal
+// (docs/GROUPS.md). MemberID and Epoch make it a member's commit, on the engine's own prefix
+// (Assignment.API), refused (409) unless the member holds the queue at that epoch; without them
+// it is refused (409) while the group has members.
 type CommitRequest struct {
-	Group   string `json:"group"`
-	Topic   string `json:"topic"`
-	QueueID int32  `json:"queueId"`
-	Offset  int64  `json:"offset"`
+	Group    string `json:"group"`
+	Topic    string `json:"topic"`
+	QueueID  int32  `json:"queueId"`
+	Offset   int64  `json:"offset"`
+	MemberID string `json:"memberId,omitempty"`
+	Epoch    int64  `json:"epoch,omitempty"`
 }
 
 // CommitReply echoes the offset committed.

@@ -566,9 +566,10 @@ func (c *Coordinator) AuthorizeRead(key Key, memberID string, queueID int32, epo
 	return nil
 }
 
-// Served records that the owner of a queue was handed the messages at offsets [from, to) and
-// counts those among them that an earlier owner was handed and never committed (a redelivery).
-func (c *Coordinator) Served(key Key, memberID string, queueID int32, epoch, from, to int64) {
+// Served records that the owner of a queue was handed the messages at offsets (ascending) of a
+// read that went on to next, and counts those an earlier owner was handed and never committed
+// (a redelivery).
+func (c *Coordinator) Served(key Key, memberID string, queueID int32, epoch int64, offsets []int64, next int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.groups[key]
@@ -579,13 +580,31 @@ func (c *Coordinator) Served(key Key, memberID string, queueID int32, epoch, fro
 	if q == nil || q.owner != memberID || q.epoch != epoch {
 		return
 	}
-	if n := min(to, q.redeliverTo) - max(from, q.redeliverFrom); n > 0 {
-		c.stats.redelivered.Add(n)
-		g.redelivered += n
-		if r := g.lastRebalance(); r != nil {
-			r.Redelivered += n
+	if q.redeliverTo > q.redeliverFrom {
+		var n int64
+		for _, off := range offsets {
+			if off >= q.redeliverFrom && off < q.redeliverTo {
+				n++
+			}
 		}
-		q.redeliverFrom = min(to, q.redeliverTo)
+		if n > 0 {
+			c.stats.redelivered.Add(n)
+			g.redelivered += n
+			if r := g.lastRebalance(); r != nil {
+				r.Redelivered += n
+			}
+		}
+		q.redeliverFrom = max(q.redeliverFrom, min(next, q.redeliverTo))
 	}
-	q.served = max(q.served, to)
+	q.served = max(q.served, next)
+}
+
+// Subject is the subject filter of a group's members ("" for none, or no such group).
+func (c *Coordinator) Subject(key Key) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[key]; g != nil {
+		return g.subject
+	}
+	return ""
 }

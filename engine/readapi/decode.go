@@ -12,6 +12,7 @@ import (
 	"github.com/rocketstore/engine/internal/natssubject"
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/offsets"
 )
 
 // Request decoding of the read API: one function per endpoint that decodes the JSON strictly
@@ -181,14 +182,17 @@ func decodeCommit(data []byte) (api.CommitRequest, error) {
 	if err := decodeRequest(data, &r); err != nil {
 		return r, err
 	}
-	if err := reader.ValidateGroup(r.Group); err != nil {
+	if err := offsets.ValidateGroup(r.Group); err != nil {
 		return r, err
 	}
 	if err := checkRequestTopic(r.Topic); err != nil {
 		return r, err
 	}
-	if r.Offset < 0 {
-		return r, badRequest{fmt.Errorf("negative offset %d", r.Offset)}
+	if r.Offset < 0 || r.Epoch < 0 {
+		return r, badRequest{fmt.Errorf("negative offset %d or epoch %d", r.Offset, r.Epoch)}
+	}
+	if len(r.MemberID) > offsets.MaxMemberLen {
+		return r, badRequest{fmt.Errorf("memberId of %d bytes, more than %d", len(r.MemberID), offsets.MaxMemberLen)}
 	}
 	return r, checkQueueID(r.QueueID)
 }
@@ -198,7 +202,7 @@ func decodeFetch(data []byte) (api.FetchRequest, error) {
 	if err := decodeRequest(data, &r); err != nil {
 		return r, err
 	}
-	if err := reader.ValidateGroup(r.Group); err != nil {
+	if err := offsets.ValidateGroup(r.Group); err != nil {
 		return r, err
 	}
 	if err := checkRequestTopic(r.Topic); err != nil {

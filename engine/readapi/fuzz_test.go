@@ -9,8 +9,8 @@ import (
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/engine/replay"
 	"github.com/rocketstore/engine/internal/natssubject"
-	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/offsets"
 )
 
 // apiDecoders are the read API's request decoders by endpoint, as the handlers call them (the
@@ -111,7 +111,7 @@ func checkDecoded(t *testing.T, endpoint string, data []byte, req any) {
 		}
 	}
 	group := func(g string) {
-		if err := reader.ValidateGroup(g); err != nil {
+		if err := offsets.ValidateGroup(g); err != nil {
 			fail(err.Error())
 		}
 	}

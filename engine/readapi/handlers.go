@@ -214,10 +214,19 @@ func (s *Service) commit(data []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkQueue(r.Topic, r.QueueID); err != nil {
-		return nil, err
+	if r.MemberID == "" {
+		if err := s.checkQueue(r.Topic, r.QueueID); err != nil {
+			return nil, err
+		}
 	}
-	if err := s.e.CommitOffset(r.Group, r.Topic, r.QueueID, r.Offset); err != nil {
+	if s.groups != nil {
+		err = s.commitGroup(r)
+	} else if r.MemberID != "" {
+		err = badRequest{errors.New("memberId: this engine serves no consumer groups")}
+	} else {
+		err = s.e.CommitOffset(r.Group, r.Topic, r.QueueID, r.Offset)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return marshal(api.CommitReply{Offset: r.Offset})

@@ -18,15 +18,18 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/engine/groups"
 	"github.com/rocketstore/engine/engine/replay"
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/internal/store/commitlog"
+	"github.com/rocketstore/engine/internal/store/offsets"
 	"github.com/rocketstore/engine/stages"
 	"github.com/rocketstore/engine/stages/ingress"
 )
@@ -87,6 +90,11 @@ type Service struct {
 	stopping bool           // guarded by mu
 	inflight sync.WaitGroup // handlers, long polls and replays under way; Add under mu
 
+	// Consumer groups (group.go): the coordinator, nil without Config.GroupStore; the engine's
+	// id and its own prefix, <prefix>.e.<id>.
+	groups              *groups.Coordinator
+	engineID, engineAPI string
+
 	// Partitioned ingest (partitions.go): the handlers served per partition, and the
 	// subscriptions of the partitions served now (guarded by partMu).
 	partHandlers map[string]micro.HandlerFunc
@@ -126,6 +134,10 @@ type Engine interface {
 	Topics() []reader.TopicInfo
 	CommitOffset(group, topic string, queueID int32, offset int64) error
 	FetchOffset(group, topic string, queueID int32) (int64, bool)
+	// GroupOffsets is the committed offsets table the consumer groups use.
+	GroupOffsets() *offsets.Table
+	// Records is the batched read.
+	Records(ctx context.Context, req reader.RecordsRequest, buf []byte) ([]reader.QueueRecords, []byte, error)
 }
 
 // Config configures the service. Zero values are the defaults.
@@ -150,6 +162,10 @@ type Config struct {
 	// service's own shutdown.
 	Unavailable []error
 	Logger      zerolog.Logger
+	// GroupStore is what consumer groups need of the store, Groups their coordinator's
+	// settings (docs/GROUPS.md); without a GroupStore the service has no group endpoints.
+	GroupStore GroupStore
+	Groups     groups.Config
 }
 
 // Start registers the micro service and its endpoints on nc.
@@ -203,6 +219,7 @@ func Start(e Engine, nc *nats.Conn, cfg Config) (*Service, error) {
 		{api.EndpointCommit, "commit a consumer group's offset", s.inline(s.commit)},
 		{api.EndpointFetch, "fetch a consumer group's offset", s.inline(s.fetch)},
 		{api.EndpointReplay, "send a topic onto a subject, acked or paced", s.handleReplay},
+		{api.EndpointRead, "records of several queues in one message (batched read)", s.handleRead},
 	}
 	for _, ep := range endpoints {
 		if err := g.AddEndpoint(ep.name, ep.h, micro.WithEndpointMetadata(map[string]string{"description": ep.doc})); err != nil {
@@ -212,6 +229,12 @@ func Start(e Engine, nc *nats.Conn, cfg Config) (*Service, error) {
 	}
 	if cfg.PartitionCount > 0 {
 		if err := s.addPartitionEndpoints(svc); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	if cfg.GroupStore != nil {
+		if err := s.startGroups(svc); err != nil {
 			s.Stop()
 			return nil, err
 		}
@@ -264,6 +287,9 @@ func (s *Service) Stop() {
 	s.mu.Unlock()
 	s.cancel()
 	s.inflight.Wait()
+	if s.groups != nil {
+		s.groups.Close()
+	}
 }
 
 // enter admits a request while the service runs; leave must follow.
@@ -356,17 +382,27 @@ func (b badRequest) Unwrap() error { return b.err }
 func replyCode(err error, unavailable ...error) int {
 	var br badRequest
 	switch {
-	case errors.As(err, &br), errors.Is(err, reader.ErrBadMsgID), errors.Is(err, reader.ErrInvalidGroup),
+	case errors.As(err, &br), errors.Is(err, reader.ErrBadMsgID), errors.Is(err, offsets.ErrInvalidGroup),
 		errors.Is(err, reader.ErrInvalidRequest), errors.Is(err, commitlog.ErrInvalidTopic):
 		return api.CodeBadRequest
-	case errors.Is(err, reader.ErrUnknownQueue), errors.Is(err, reader.ErrNotFound):
+	case errors.Is(err, reader.ErrUnknownQueue), errors.Is(err, reader.ErrNotFound),
+		errors.Is(err, groups.ErrUnknownMember), errors.Is(err, groups.ErrUnknownTopic), errors.Is(err, errNoGroup):
 		return api.CodeNotFound
+	case errors.Is(err, groups.ErrFenced), errors.Is(err, groups.ErrConflict):
+		return api.CodeConflict
+	case errors.Is(err, groups.ErrTooManyMembers), errors.Is(err, offsets.ErrTooManyGroups):
+		return api.CodeTooMany
+	case errors.Is(err, groups.ErrInvalid), errors.Is(err, offsets.ErrInvalidGroup), errors.Is(err, offsets.ErrInvalidCommit):
+		return api.CodeBadRequest
+	case errors.Is(err, syscall.ENOSPC):
+		return api.CodeDiskFull
 	case errors.Is(err, errTooManyReplays):
 		return api.CodeTooManyReplays
 	case errors.Is(err, reader.ErrIndexDisabled):
 		return api.CodeNotImplemented
 	case isAny(err, unavailable), errors.Is(err, reader.ErrClosed), errors.Is(err, stages.ErrClosed),
-		errors.Is(err, errShuttingDown), errors.Is(err, context.Canceled):
+		errors.Is(err, errShuttingDown), errors.Is(err, context.Canceled), errors.Is(err, groups.ErrClosed),
+		errors.Is(err, offsets.ErrClosed):
 		return api.CodeUnavailable
 	}
 	return api.CodeInternal

@@ -63,6 +63,9 @@ type GetRequest struct {
 	// NoPropertyMap leaves Message.Properties nil (Tags, Keys, UniqKey and RawProperties are
 	// still set): building a map per message costs about a third of a Get of small messages.
 	NoPropertyMap bool
+	// hardMaxBytes, when set, bounds the records' bytes with no exception for the first one
+	// (Records: what one reply can carry).
+	hardMaxBytes int
 }
 
 // Status classifies a Get as RocketMQ's GetMessageStatus does.
@@ -109,6 +112,8 @@ type GetResult struct {
 	NextOffset int64
 	// MinOffset and MaxOffset are the queue's bounds when it was read.
 	MinOffset, MaxOffset int64
+	// tooLarge: the first record to read is past GetRequest.hardMaxBytes (Records).
+	tooLarge bool
 }
 
 // Get reads messages of a queue from req.Offset on: units from the ConsumeQueue, filtered
@@ -186,16 +191,35 @@ func atHead(res GetResult, offset int64) bool {
 
 // get is one read of Get, without waiting; a nil cq is a queue not there yet (UnknownIsEmpty).
 func (r *Reader) get(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFilter) (GetResult, error) {
+	var res GetResult
+	var buf buffer
+	err := r.getWith(cq, req, f, &res, func(v commitlog.View, phys int64, hint int) {
+		if res.Messages == nil {
+			n := min(int64(req.Max), res.MaxOffset-req.Offset)
+			if !f.all || req.Subject != "" {
+				n = min(n, filteredCap) // most units may miss: grow as they match
+			}
+			res.Messages = make([]Message, 0, n)
+		}
+		res.Messages = append(res.Messages, Message{})
+		decodeInto(&res.Messages[len(res.Messages)-1], v, phys, r.host, &buf, hint, !req.NoPropertyMap)
+	})
+	return res, err
+}
+
+// getWith is one read of a queue into *res, its records going to emit.
+func (r *Reader) getWith(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFilter, res *GetResult, emit emitFunc) error {
 	if cq == nil {
-		return GetResult{Status: NoMessageInQueue}, nil
+		*res = GetResult{Status: NoMessageInQueue}
+		return nil
 	}
 	release, err := r.use()
 	if err != nil {
-		return GetResult{}, err
+		return err
 	}
 	defer release()
 	lo, hi := cq.MinOffset(), cq.MaxOffset()
-	res := GetResult{MinOffset: lo, MaxOffset: hi, NextOffset: req.Offset}
+	*res = GetResult{MinOffset: lo, MaxOffset: hi, NextOffset: req.Offset}
 	switch off := req.Offset; {
 	case hi == 0:
 		res.Status, res.NextOffset = NoMessageInQueue, 0
@@ -206,21 +230,26 @@ func (r *Reader) get(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFilter)
 	case off > hi:
 		res.Status, res.NextOffset = OffsetOverflowBadly, hi
 	default:
-		err = r.collect(cq, req, f, &res)
+		return r.collect(cq, req, f, res, emit)
 	}
-	return res, err
+	return nil
 }
+
+// emitFunc takes a record a read found: v, at phys, with hint the bytes the records the batch
+// may still take (what to size a buffer by).
+type emitFunc func(v commitlog.View, phys int64, hint int)
 
 // collect reads units from req.Offset (inside the queue's bounds) until the batch is full, the
 // scan limit is reached or the queue ends, as RocketMQ's getMessage: a unit whose tags code
 // misses is skipped without touching the CommitLog; a unit whose record is gone marks the
-// rest of that segment as gone; the first record is taken whatever its size.
-func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFilter, res *GetResult) error {
+// rest of that segment as gone; the first record is taken whatever its size. Each record found
+// goes to emit (a view of the mapping: emit copies what it keeps).
+func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFilter, res *GetResult, emit emitFunc) error {
 	var units [unitChunk]consumequeue.Unit
 	cur := cursor{q: r.log.Queue()}
 	defer cur.release()
-	var buf buffer
 	res.Status = NoMatchedMessage
+	found := 0
 	next, bytes := req.Offset, 0
 	scanLeft := max(minScanUnits, req.Max)
 	goneBelow := int64(math.MinInt64) // records below it are known gone (RocketMQ's nextPhyFileStartOffset)
@@ -241,10 +270,15 @@ func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFil
 		if k == 0 {
 			break
 		}
-		hint := f.bytesHint(units[:k], req.Max-len(res.Messages), req.MaxBytes-bytes)
+		hint := f.bytesHint(units[:k], req.Max-found, req.MaxBytes-bytes)
 		for _, u := range units[:k] {
-			if len(res.Messages) >= req.Max || (bytes > 0 && bytes+int(u.Size) > req.MaxBytes) {
+			if found >= req.Max || (bytes > 0 && bytes+int(u.Size) > req.MaxBytes) {
 				res.NextOffset = next
+				return nil
+			}
+			if req.hardMaxBytes > 0 && bytes+int(u.Size) > req.hardMaxBytes && !u.IsBlank() && f.codeMatch(u.TagsCode) {
+				// Past what the reply can carry, whatever the first-record rule says.
+				res.NextOffset, res.tooLarge = next, found == 0
 				return nil
 			}
 			n := next
@@ -303,15 +337,8 @@ func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFil
 					continue
 				}
 			}
-			if res.Messages == nil {
-				n := min(int64(req.Max), res.MaxOffset-req.Offset)
-				if !f.all || req.Subject != "" {
-					n = min(n, filteredCap) // most units may miss: grow as they match
-				}
-				res.Messages = make([]Message, 0, n)
-			}
-			res.Messages = append(res.Messages, Message{})
-			decodeInto(&res.Messages[len(res.Messages)-1], v, u.Phys, r.host, &buf, hint, !req.NoPropertyMap)
+			emit(v, u.Phys, hint)
+			found++
 			res.Status = Found
 			bytes += int(u.Size)
 		}
@@ -323,7 +350,7 @@ func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFil
 // skipped records why a unit gave no message while none has been found: the status of the
 // last unit skipped wins, as in RocketMQ. Once a message is found the status stays Found.
 func (r *Reader) skipped(res *GetResult, why Status) {
-	if len(res.Messages) == 0 {
+	if res.Status != Found {
 		res.Status = why
 	}
 }

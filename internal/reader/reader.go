@@ -30,8 +30,6 @@ var (
 	// ErrCorrupt: a ConsumeQueue unit names a record that does not match it, or a record
 	// does not parse. The store is damaged; recovery of the writer repairs torn tails.
 	ErrCorrupt = errors.New("reader: store inconsistent")
-	// ErrInvalidGroup: a consumer group name ConsumerOffsets cannot store.
-	ErrInvalidGroup = errors.New("reader: invalid consumer group")
 	// ErrClosed: the Reader was closed.
 	ErrClosed = errors.New("reader: closed")
 )

@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"unicode/utf8"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
 )
 
 // JournalFileName is the journal in the store's config directory.
@@ -39,7 +40,7 @@ const (
 	journalHeaderSize = 44
 	recordFixed       = 4 + 4 + 1 + 8 + 4 + 8 + 8 + 2 + 2 + 1
 	// maxRecord bounds a record's size field: names longer than their limits never get here.
-	maxRecord = recordFixed + MaxGroupLen + MaxTopicLen + MaxMemberLen
+	maxRecord = recordFixed + MaxGroupLen + commitlog.MaxSysTopicLen + MaxMemberLen
 )
 
 // Record kinds.
@@ -139,7 +140,7 @@ func decodeRecord(b []byte) (record, int, error) {
 	// not a torn tail: it is refused the same way, and what follows it is not trusted.
 	switch {
 	case r.kind != kindCommit && r.kind != kindDelete,
-		ValidateGroup(r.group) != nil, r.topic == "" || len(r.topic) > MaxTopicLen || !utf8.ValidString(r.topic),
+		ValidateGroup(r.group) != nil, commitlog.ValidateTopic(r.topic) != nil,
 		r.kind == kindCommit && (r.queueID < 0 || r.offset < 0 || r.epoch < 0):
 		return record{}, 0, fmt.Errorf("offsets: %s: a record with a valid CRC that the engine does not write (kind %d, group %q, topic %q, queue %d, offset %d)",
 			JournalFileName, r.kind, r.group, r.topic, r.queueID, r.offset)

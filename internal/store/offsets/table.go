@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/meta"
 	"github.com/rocketstore/engine/internal/vfs"
 )
@@ -367,13 +368,14 @@ func validateCommit(c Commit) error {
 	if err := ValidateGroup(c.Group); err != nil {
 		return err
 	}
+	if err := commitlog.ValidateTopic(c.Topic); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidCommit, err)
+	}
 	switch {
-	case c.Topic == "" || len(c.Topic) > MaxTopicLen:
-		return fmt.Errorf("offsets: topic %q: empty or longer than %d bytes", c.Topic, MaxTopicLen)
 	case c.QueueID < 0 || c.Offset < 0 || c.Epoch < 0:
-		return fmt.Errorf("offsets: queue %d, offset %d, epoch %d: none may be negative", c.QueueID, c.Offset, c.Epoch)
+		return fmt.Errorf("%w: queue %d, offset %d, epoch %d: none may be negative", ErrInvalidCommit, c.QueueID, c.Offset, c.Epoch)
 	case len(c.Member) > MaxMemberLen:
-		return fmt.Errorf("offsets: member id of %d bytes, more than %d", len(c.Member), MaxMemberLen)
+		return fmt.Errorf("%w: member id of %d bytes, more than %d", ErrInvalidCommit, len(c.Member), MaxMemberLen)
 	}
 	return nil
 }
@@ -471,6 +473,45 @@ func (t *Table) appendJournal(f vfs.File, buf []byte) (int64, error) {
 		}
 	}
 	return int64(len(buf)), nil
+}
+
+// Sync makes what was written to the journal durable (fsync): the engine's async flush mode
+// calls it on an interval (Options.Sync does it before every answer instead).
+func (t *Table) Sync() error {
+	t.mu.Lock()
+	for t.writing {
+		t.turn.Wait()
+	}
+	t.writing = true // a turn of its own: no append while it syncs
+	f := t.journal
+	t.mu.Unlock()
+	var err error
+	if f != nil {
+		err = f.Sync()
+	}
+	t.mu.Lock()
+	t.writing = false
+	t.turn.Broadcast()
+	if err != nil {
+		t.needCompact = true // the journal's state on disk is not known: replace it
+	}
+	t.mu.Unlock()
+	return err
+}
+
+// Abandon closes the journal without compacting, as a crash would leave it; later changes fail
+// with ErrClosed.
+func (t *Table) Abandon() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for t.writing {
+		t.turn.Wait()
+	}
+	t.closed = true
+	if t.journal != nil {
+		_ = t.journal.Close()
+		t.journal = nil
+	}
 }
 
 // Close folds the journal into consumerOffset.json when anything changed since the last

@@ -320,3 +320,29 @@ func TestGroupCommit(t *testing.T) {
 		want(t, tb, "g", "t", int32(w), 50)
 	}
 }
+
+// TestValidate: group names RocketMQ's table cannot hold, invalid topics, negative numbers and
+// long member ids are refused; the names RocketMQ uses are taken.
+func TestValidate(t *testing.T) {
+	tb := open(t, vfs.NewMem(), Options{})
+	for _, g := range []string{"", "a@b", "tab\there", "nl\n", "\xff\xfe", strings.Repeat("g", MaxGroupLen+1), "bell\a"} {
+		if err := tb.Commit(Commit{Group: g, Topic: "T", Offset: 1}); !errors.Is(err, ErrInvalidGroup) {
+			t.Fatalf("group %q: %v, want ErrInvalidGroup", g, err)
+		}
+	}
+	for _, g := range []string{"g", "GID_orders-1", "with space", "grüße", "%DLQ%x", strings.Repeat("g", MaxGroupLen)} {
+		commit(t, tb, g, "T", 0, 1)
+	}
+	for name, c := range map[string]Commit{
+		"bad topic":       {Group: "g", Topic: "a/b"},
+		"topic with @":    {Group: "g", Topic: "a@b"},
+		"negative queue":  {Group: "g", Topic: "T", QueueID: -1},
+		"negative offset": {Group: "g", Topic: "T", Offset: -1},
+		"negative epoch":  {Group: "g", Topic: "T", Epoch: -1},
+		"long member":     {Group: "g", Topic: "T", Member: strings.Repeat("m", MaxMemberLen+1)},
+	} {
+		if err := tb.Commit(c); !errors.Is(err, ErrInvalidCommit) {
+			t.Fatalf("%s: %v, want ErrInvalidCommit", name, err)
+		}
+	}
+}

@@ -14,8 +14,6 @@ import (
 const (
 	// MaxGroupLen bounds a consumer group name in bytes (RocketMQ's limit for group names).
 	MaxGroupLen = 255
-	// MaxTopicLen bounds a topic name in bytes (RocketMQ's limit; commitlog validates the rest).
-	MaxTopicLen = 127
 	// MaxMemberLen bounds a member id in bytes.
 	MaxMemberLen = 64
 )
@@ -24,6 +22,8 @@ const (
 var (
 	// ErrInvalidGroup: a consumer group name the table cannot store.
 	ErrInvalidGroup = errors.New("invalid consumer group")
+	// ErrInvalidCommit: a commit with an invalid topic, a negative number or a long member id.
+	ErrInvalidCommit = errors.New("invalid commit")
 	// ErrTooManyGroups: a commit would add a group past Options.MaxGroups.
 	ErrTooManyGroups = errors.New("too many consumer groups")
 	// ErrReadOnly: a change asked of a table opened with Load.

@@ -1,0 +1,200 @@
+package readapi
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/rocketstore/engine/engine/api"
+	"github.com/rocketstore/engine/engine/groups"
+	"github.com/rocketstore/engine/internal/reader"
+	"github.com/rocketstore/engine/internal/store/commitlog"
+)
+
+// The batched read (endpoint read; docs/GROUPS.md, "Read" and "The batched read's reply"): many
+// records of several queues in one NATS message, each as the CommitLog holds it. On the shared
+// subject anyone reads any queue; on the engine's own prefix a group member reads the queues it
+// holds, each fenced by its epoch.
+
+// readHeadroom is what a read's reply keeps for its headers and its sections' fixed parts, so
+// that the records' bytes plus it stay under the connection's max payload.
+const readHeadroom = 1024
+
+// readSection is the size of a section's fixed part on the wire (api.AppendReadSection).
+const readSection = 4 + 1 + 8 + 8 + 8 + 4 + 4
+
+// decodeRead checks a batched read: a topic, 1 to maxGroupQueues distinct queues with offsets,
+// a member's fields together or not at all, no negative bound.
+func decodeRead(data []byte) (api.ReadRequest, error) {
+	var r api.ReadRequest
+	if err := decodeRequest(data, &r); err != nil {
+		return r, err
+	}
+	if err := checkRequestTopic(r.Topic); err != nil {
+		return r, err
+	}
+	switch {
+	case len(r.Queues) == 0:
+		return r, badRequest{errors.New("no queues")}
+	case len(r.Queues) > maxGroupQueues:
+		return r, badRequest{fmt.Errorf("%d queues, more than %d", len(r.Queues), maxGroupQueues)}
+	case r.Max < 0 || r.MaxBytes < 0 || r.WaitMs < 0:
+		return r, badRequest{fmt.Errorf("max %d, maxBytes %d, waitMs %d: none may be negative", r.Max, r.MaxBytes, r.WaitMs)}
+	case (r.Group == "") != (r.MemberID == ""):
+		return r, badRequest{errors.New("a member's read names both group and memberId")}
+	case r.Group != "" && (r.Subject != "" || len(r.Tags) > 0):
+		return r, badRequest{errors.New("a member reads with its group's subject filter: no subject or tags")}
+	}
+	if r.Group != "" {
+		if _, err := checkGroupKey(r.Group, r.Topic); err != nil {
+			return r, err
+		}
+		if err := checkMemberID(r.MemberID); err != nil {
+			return r, err
+		}
+	}
+	seen := make(map[int32]bool, len(r.Queues))
+	for _, q := range r.Queues {
+		if q.QueueID < 0 || q.Offset < 0 || q.Epoch < 0 {
+			return r, badRequest{fmt.Errorf("queue %d, offset %d, epoch %d: none may be negative", q.QueueID, q.Offset, q.Epoch)}
+		}
+		if seen[q.QueueID] {
+			return r, badRequest{fmt.Errorf("queue %d named twice", q.QueueID)}
+		}
+		seen[q.QueueID] = true
+	}
+	r.Tags = noEmptyTags(r.Tags)
+	return r, checkSubjectFilter(r.Subject)
+}
+
+// handleRead serves a batched read: a long poll on a slot of its own when it may wait, as get.
+func (s *Service) handleRead(req micro.Request) {
+	if !s.enter() {
+		s.respondRead(req.Reply(), nil, nil, errShuttingDown)
+		return
+	}
+	r, err := decodeRead(req.Data())
+	if err != nil {
+		s.respondRead(req.Reply(), nil, nil, err)
+		s.leave()
+		return
+	}
+	if r.WaitMs > 0 && s.longPoll(func() {
+		h, body, err := s.read(r, false)
+		s.respondRead(req.Reply(), h, body, err)
+	}) {
+		return
+	}
+	h, body, err := s.read(r, r.WaitMs > 0) // no slot free: answered now, without waiting
+	s.respondRead(req.Reply(), h, body, err)
+	s.leave()
+}
+
+// read reads r and builds the reply's headers and body.
+func (s *Service) read(r api.ReadRequest, skipWait bool) (nats.Header, []byte, error) {
+	key := groups.Key{Group: r.Group, Topic: r.Topic}
+	member := r.Group != ""
+	rr := reader.RecordsRequest{Topic: r.Topic, Max: min(orDefault(r.Max, api.DefaultReadMax), api.MaxReadMax),
+		Tags: r.Tags, Subject: r.Subject, UnknownIsEmpty: member}
+	if member {
+		if s.groups == nil {
+			return nil, nil, badRequest{errors.New("this engine serves no consumer groups")}
+		}
+		rr.Subject = s.groups.Subject(key)
+	}
+	fenced := make([]bool, len(r.Queues))
+	for i, q := range r.Queues {
+		if member {
+			if err := s.groups.AuthorizeRead(key, r.MemberID, q.QueueID, q.Epoch); err != nil {
+				if !errors.Is(err, groups.ErrFenced) {
+					return nil, nil, err // an unknown member: it joins again
+				}
+				fenced[i] = true
+				continue
+			}
+		}
+		rr.Queues = append(rr.Queues, reader.QueueFrom{QueueID: q.QueueID, Offset: q.Offset})
+	}
+	room := s.replyLimit() - readHeadroom - len(api.ReadMagic) - readSection*len(r.Queues)
+	rr.MaxBytes = max(min(orDefault(r.MaxBytes, api.DefaultReadMaxBytes), room), 1)
+	h := nats.Header{}
+	h.Set(api.HeaderReadStatus, "OK")
+	if r.WaitMs > 0 {
+		if skipWait {
+			h.Set(api.HeaderReadWaitSkipped, "true")
+		} else {
+			rr.Wait = time.Duration(min(r.WaitMs, api.MaxWaitMs)) * time.Millisecond
+		}
+	}
+	var found []reader.QueueRecords
+	var buf []byte
+	if len(rr.Queues) > 0 {
+		var err error
+		if found, buf, err = s.e.Records(s.ctx, rr, make([]byte, 0, min(rr.MaxBytes, 1<<20))); err != nil {
+			if s.ctx.Err() != nil {
+				return nil, nil, errShuttingDown
+			}
+			return nil, nil, err
+		}
+	}
+	body := make([]byte, 0, len(api.ReadMagic)+readSection*len(r.Queues)+len(buf))
+	body = append(body, api.ReadMagic...)
+	for i, q := range r.Queues {
+		if fenced[i] {
+			body = api.AppendReadSection(body, api.ReadSection{QueueID: q.QueueID, Status: api.ReadFenced, NextOffset: q.Offset})
+			continue
+		}
+		f := found[0]
+		found = found[1:]
+		sec := api.ReadSection{QueueID: f.QueueID, Status: api.ReadStatus(f.Status), NextOffset: f.NextOffset,
+			MinOffset: f.MinOffset, MaxOffset: f.MaxOffset, Count: f.Count, Data: f.Records}
+		if f.TooLarge {
+			sec.Status = api.ReadTooLarge
+		}
+		body = api.AppendReadSection(body, sec)
+		if member && f.Count > 0 {
+			s.groups.Served(key, r.MemberID, q.QueueID, q.Epoch, recordOffsets(f.Records, f.Count), f.NextOffset)
+		}
+	}
+	return h, body, nil
+}
+
+// recordOffsets are the queue offsets of count records back to back.
+func recordOffsets(b []byte, count int) []int64 {
+	out := make([]int64, 0, count)
+	for range count {
+		if len(b) < commitlog.PosQueueOffset+8 {
+			break
+		}
+		out = append(out, int64(binary.BigEndian.Uint64(b[commitlog.PosQueueOffset:])))
+		b = b[min(int(binary.BigEndian.Uint32(b)), len(b)):]
+	}
+	return out
+}
+
+// respondRead sends a read's reply, or its error: headers Rs-Read-Status ERROR, Rs-Error-Code
+// and Rs-Error, and micro's error headers, with no body.
+func (s *Service) respondRead(subject string, h nats.Header, body []byte, err error) {
+	if subject == "" {
+		return // a read without a reply subject: nothing to answer
+	}
+	if err != nil {
+		code := s.code(err)
+		s.logRefused(subject, code, err)
+		h = nats.Header{}
+		h.Set(api.HeaderReadStatus, "ERROR")
+		h.Set(api.HeaderErrorCode, strconv.Itoa(code))
+		h.Set(api.HeaderError, err.Error())
+		h.Set(micro.ErrorHeader, err.Error())
+		h.Set(micro.ErrorCodeHeader, strconv.Itoa(code))
+		body = nil
+	}
+	if perr := s.nc.PublishMsg(&nats.Msg{Subject: subject, Header: h, Data: body}); perr != nil {
+		s.log.Warn().Err(perr).Str("subject", subject).Int("bytes", len(body)).Msg("read API: could not send a read's reply")
+	}
+}
