@@ -32,6 +32,7 @@ type Server struct {
 	connClosed <-chan struct{}
 	ing        *ingress.Ingress
 	api        *readapi.Service // nil with NoReadAPI
+	groupStore groupStore       // what consumer groups read of the store (startReadAPI)
 	runErr     chan error
 	opts       NATSOptions
 	// stopOnce makes Shutdown and Abort safe to call more than once (and both): the first call
@@ -153,12 +154,14 @@ func (s *Server) startReadAPI(nopts NATSOptions, log zerolog.Logger) (err error)
 		Metadata: map[string]string{"store_dir": o.Dir, "flush_mode": o.FlushMode.String(),
 			"store_host": o.StoreHost.String(), "index": strconv.FormatBool(!o.NoIndex)},
 		Unavailable: []error{ErrClosed}, Logger: log,
-		Groups: nopts.Groups, GroupStore: groupStore{e: s.Engine, queues: cmp.Or(nopts.QueuesPerTopic, ingress.DefaultQueuesPerTopic)},
+		Groups: nopts.Groups,
 	}
+	s.groupStore = groupStore{e: s.Engine, queues: cmp.Or(nopts.QueuesPerTopic, ingress.DefaultQueuesPerTopic)}
 	if parts := s.ing.Partitions(); parts != nil {
 		cfg.PartitionCount, cfg.Owned = parts.Count, parts.OwnedNow
-		cfg.GroupStore = groupStore{e: s.Engine, owned: parts.OwnedNow}
+		s.groupStore = groupStore{e: s.Engine, owned: parts.OwnedNow}
 	}
+	cfg.GroupStore = s.groupStore
 	cfg.Groups.Logger = log
 	s.api, err = readapi.Start(s.Engine, s.conn, cfg)
 	return err

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/engine/groups"
 	"github.com/rocketstore/engine/stages/ingress/jspull"
 	"github.com/rocketstore/engine/stages/ingress/replicated"
 	"github.com/rocketstore/engine/stages/ingress/route"
@@ -172,6 +173,12 @@ cq_flush_least_pages: 3
 cq_flush_thorough_interval: "30s"
 slow_sync: "2s"
 offset_persist_interval: "7s"
+max_groups: 500
+group_heartbeat: "2s"
+group_session_timeout: "5s"
+group_rebalance_timeout: "10s"
+group_max_members: 600
+group_max_group_members: 60
 dispatch_stop_timeout: "3s"
 file_reserved_time: "24h"
 delete_when: "03;15"
@@ -271,7 +278,7 @@ func TestConfigEveryKey(t *testing.T) {
 		DedupeWindow: 90 * time.Second, DedupeMax: 1000,
 		FlushInterval: 250 * time.Millisecond, FlushLeastPages: -1, FlushThoroughInterval: 5 * time.Second,
 		CQFlushInterval: 2 * time.Second, CQFlushLeastPages: 3, CQFlushThoroughInterval: 30 * time.Second,
-		SlowSync: 2 * time.Second, OffsetPersistInterval: 7 * time.Second, DispatchStopTimeout: 3 * time.Second,
+		SlowSync: 2 * time.Second, OffsetPersistInterval: 7 * time.Second, DispatchStopTimeout: 3 * time.Second, MaxGroups: 500,
 		FileReservedTime: 24 * time.Hour, DeleteWhen: "03;15", CleanInterval: 20 * time.Second, CleanFirstDelay: 30 * time.Second,
 		DiskMaxUsedRatio: 0.7, DiskCleanForciblyRatio: 0.8, DiskWarningRatio: 0.88, DeleteFilesPerPass: 4, NoRetention: true,
 	}
@@ -290,6 +297,8 @@ func TestConfigEveryKey(t *testing.T) {
 		PendingMsgs: -1, PendingBytes: 32 << 20, NoReply: true, Name: "store-1",
 		JetStream: &jspull.Config{Stream: "ORDERS", Consumer: "store", FilterSubject: "orders.eu"},
 		NoReadAPI: true, APIPrefix: "RS.API", MaxLongPolls: 16, MaxReplays: 2, Version: version,
+		Groups: groups.Config{HeartbeatInterval: 2 * time.Second, SessionTimeout: 5 * time.Second, RebalanceTimeout: 10 * time.Second,
+			MaxMembers: 600, MaxGroupMembers: 60},
 		NoBatchedAcks: true, MaxStreams: 500, StreamIdle: 5 * time.Minute,
 		Creds: filepath.Join(dir, "user.creds"), Nkey: filepath.Join(dir, "user.nk"), User: "engine", Password: "s3cret", Token: "t0ken",
 		TLSCert: filepath.Join(dir, "cert.pem"), TLSKey: filepath.Join(dir, "key.pem"), TLSCA: filepath.Join(dir, "ca.pem"), TLSFirst: true,

@@ -7,6 +7,8 @@
 //	                  read a store back: offline from its directory (--store, read-only,
 //	                  also while an engine writes it) or online from a running engine (--nats)
 //	engine replay     have a running engine publish a topic onto a subject
+//	engine consume    read a topic as a member of a consumer group, to stdout
+//	engine groups     list, describe, reset and delete consumer groups
 //
 // Exit codes: 0 success, 1 runtime error, 2 usage or configuration error.
 package main
@@ -42,6 +44,8 @@ type cli struct {
 	Offsets offsetsCmd `cmd:"" help:"Print the min/max offsets and store times of a topic's queues, or their offsets for a time."`
 	Topics  topicsCmd  `cmd:"" help:"Print the topics and their queues."`
 	Replay  replayCmd  `cmd:"" help:"Have a running engine publish a topic's messages onto a subject, acked or paced."`
+	Consume consumeCmd `cmd:"" help:"Read a topic as a member of a consumer group: messages to stdout, committed as written (docs/GROUPS.md)."`
+	Groups  groupsCmd  `cmd:"" help:"List, describe, reset and delete consumer groups of a running engine (docs/GROUPS.md)."`
 
 	PartitionMap  partitionMapCmd  `cmd:"" name:"partition-map" help:"Print the nats-server mappings of partitioned ingest (docs/SCALE-OUT.md)."`
 	PartitionMove partitionMoveCmd `cmd:"" name:"partition-move" help:"Move a partition to another engine (engines run with --ownership kv; docs/SCALE-OUT.md)."`

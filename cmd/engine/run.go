@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/engine/groups"
 	"github.com/rocketstore/engine/engine/monitor"
 	"github.com/rocketstore/engine/engine/natsserver"
 	"github.com/rocketstore/engine/stages/ingress/jspull"
@@ -58,7 +59,7 @@ type runCmd struct {
 	CQFlushThoroughInterval time.Duration `name:"cq-flush-thorough-interval" help:"ConsumeQueue: flush everything and write the checkpoint at least this often (flushConsumeQueueThoroughInterval)." default:"60s" env:"ENGINE_CQ_FLUSH_THOROUGH_INTERVAL" group:"Flush"`
 	SlowSync                time.Duration `name:"slow-sync" help:"Log a warning for a sync slower than this." default:"1s" env:"ENGINE_SLOW_SYNC" group:"Flush"`
 	DispatchStopTimeout     time.Duration `name:"dispatch-stop-timeout" help:"At shutdown, how long dispatch may go on building the ConsumeQueues and IndexFiles of what is stored; the rest is dispatched at the next start, from the checkpoint. Negative: until it is all done." default:"5s" env:"ENGINE_DISPATCH_STOP_TIMEOUT" group:"Flush"`
-	OffsetPersistInterval   time.Duration `name:"offset-persist-interval" help:"How often consumer offsets (the commit API) are written (flushConsumerOffsetInterval)." default:"5s" env:"ENGINE_OFFSET_PERSIST_INTERVAL" group:"Flush"`
+	OffsetPersistInterval   time.Duration `name:"offset-persist-interval" help:"Async flush: how often the consumer offsets journal is fsynced (flushConsumerOffsetInterval); sync flush fsyncs each commit before its answer." default:"5s" env:"ENGINE_OFFSET_PERSIST_INTERVAL" group:"Flush"`
 
 	// Retention (CleanCommitLogService). Reloaded on SIGHUP.
 	FileReservedTime       time.Duration `name:"file-reserved-time" help:"Delete CommitLog segments older than this (fileReservedTime). Reloaded on SIGHUP." default:"72h" env:"ENGINE_FILE_RESERVED_TIME" group:"Retention"`
@@ -134,6 +135,14 @@ type runCmd struct {
 	APIPrefix    string `name:"api-prefix" help:"Subject prefix of the read API." default:"$RS.API" env:"ENGINE_API_PREFIX" group:"Read API"`
 	MaxLongPolls int    `name:"max-long-polls" help:"Gets waiting at the head of a queue at once." default:"128" env:"ENGINE_MAX_LONG_POLLS" group:"Read API"`
 	MaxReplays   int    `name:"max-replays" help:"Replays running at once." default:"4" env:"ENGINE_MAX_REPLAYS" group:"Read API"`
+
+	// Consumer groups (docs/GROUPS.md).
+	GroupHeartbeat        time.Duration `name:"group-heartbeat" help:"How often consumer group members heartbeat." default:"1s" env:"ENGINE_GROUP_HEARTBEAT" group:"Consumer groups"`
+	GroupSessionTimeout   time.Duration `name:"group-session-timeout" help:"A member not heard from for this long is taken out of its group, its queues moved (at least twice the heartbeat)." default:"3s" env:"ENGINE_GROUP_SESSION_TIMEOUT" group:"Consumer groups"`
+	GroupRebalanceTimeout time.Duration `name:"group-rebalance-timeout" help:"How long a member may take to release a queue asked back before it is taken from it." default:"30s" env:"ENGINE_GROUP_REBALANCE_TIMEOUT" group:"Consumer groups"`
+	GroupMaxMembers       int           `name:"group-max-members" help:"Members of every consumer group on the engine together." default:"50000" env:"ENGINE_GROUP_MAX_MEMBERS" group:"Consumer groups"`
+	GroupMaxGroupMembers  int           `name:"group-max-group-members" help:"Members of one consumer group." default:"1000" env:"ENGINE_GROUP_MAX_GROUP_MEMBERS" group:"Consumer groups"`
+	MaxGroups             int           `name:"max-groups" help:"Consumer groups whose committed offsets the store keeps (-1: no bound); a commit of one more is refused (429)." default:"100000" env:"ENGINE_MAX_GROUPS" group:"Consumer groups"`
 
 	HTTP  string `name:"http" help:"Serve /metrics (Prometheus), /healthz, /readyz, /status on this address (e.g. 127.0.0.1:8222); empty: off." env:"ENGINE_HTTP" group:"Monitoring"`
 	Pprof bool   `help:"Also serve /debug/pprof on the --http address." env:"ENGINE_PPROF" group:"Monitoring"`
@@ -287,6 +296,7 @@ func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions
 		CQFlushThoroughInterval: r.CQFlushThoroughInterval,
 		SlowSync:                r.SlowSync,
 		OffsetPersistInterval:   r.OffsetPersistInterval,
+		MaxGroups:               r.MaxGroups,
 		CleanFirstDelay:         r.CleanFirstDelay,
 		DispatchStopTimeout:     r.DispatchStopTimeout,
 	}
@@ -300,6 +310,8 @@ func (r *runCmd) options(log zerolog.Logger) (engine.Options, engine.NATSOptions
 		Workers: r.Workers, PendingMsgs: r.PendingMsgs, PendingBytes: int(r.PendingBytes),
 		NoReply: r.NoReply, Name: r.ConnectionName,
 		NoReadAPI: r.NoReadAPI, APIPrefix: r.APIPrefix, MaxLongPolls: r.MaxLongPolls, MaxReplays: r.MaxReplays,
+		Groups: groups.Config{HeartbeatInterval: r.GroupHeartbeat, SessionTimeout: r.GroupSessionTimeout,
+			RebalanceTimeout: r.GroupRebalanceTimeout, MaxMembers: r.GroupMaxMembers, MaxGroupMembers: r.GroupMaxGroupMembers},
 		Version:       version,
 		NoBatchedAcks: r.NoBatchedAcks, MaxStreams: r.MaxStreams, StreamIdle: r.StreamIdle,
 		Creds: r.Creds, Nkey: r.Nkey, User: r.User, Password: r.Password, Token: r.Token,

@@ -274,6 +274,16 @@ func (v *validator) readAPI() {
 		}
 		v.atLeast("max_long_polls", r.MaxLongPolls, 1)
 		v.atLeast("max_replays", r.MaxReplays, 1)
+		v.positive("group_heartbeat", r.GroupHeartbeat)
+		v.positive("group_rebalance_timeout", r.GroupRebalanceTimeout)
+		if r.GroupSessionTimeout < 2*r.GroupHeartbeat {
+			v.bad("group_session_timeout", "%s: at least twice group_heartbeat (%s), or a member that heartbeats on time can be taken out", r.GroupSessionTimeout, r.GroupHeartbeat)
+		}
+		v.atLeast("group_max_members", r.GroupMaxMembers, 1)
+		v.atLeast("group_max_group_members", r.GroupMaxGroupMembers, 1)
+	}
+	if r.MaxGroups < -1 || r.MaxGroups == 0 {
+		v.bad("max_groups", "%d: at least 1, or -1 for no bound", r.MaxGroups)
 	}
 	if r.HTTP != "" {
 		if _, _, err := net.SplitHostPort(r.HTTP); err != nil {

@@ -100,6 +100,7 @@ type heldQueue struct {
 	commit   int64 // the offset last committed
 	buffered int   // its messages in Member.buf
 	revoking bool
+	atEnd    bool // its last read found nothing more to read
 }
 
 type delivery struct {
@@ -132,6 +133,30 @@ func (c *Client) Join(ctx context.Context, cfg MemberConfig) (*Member, error) {
 	}
 	m.wg.Go(m.loop)
 	return m, nil
+}
+
+// Buffered is how many messages Next can hand out without waiting.
+func (m *Member) Buffered() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.buf)
+}
+
+// AtEnd says the member holds queues, every one read to its end (as of its last read), and has
+// nothing left to hand out: what a script draining a topic waits for. A message stored since
+// the last read, or a rebalance, makes it false again.
+func (m *Member) AtEnd() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.buf) > 0 || len(m.queues) == 0 {
+		return false
+	}
+	for _, q := range m.queues {
+		if q.revoking || !q.atEnd {
+			return false
+		}
+	}
+	return true
 }
 
 // ID is the member's id (engine groups describe shows it).
@@ -390,17 +415,32 @@ func (m *Member) commitHandled(ctx context.Context) error {
 
 // Close marks the message in flight as handled, commits what was handled and leaves every
 // engine's group; the others get its queues at once.
-func (m *Member) Close(ctx context.Context) error {
+func (m *Member) Close(ctx context.Context) error { return m.leave(ctx, true) }
+
+// Abandon leaves every engine's group without committing anything more: what was handed out
+// since the last commit is handed out again, to whoever reads its queue next (for a member that
+// could not finish with what it was handed: its output failed, say).
+func (m *Member) Abandon() {
+	ctx, cancel := context.WithTimeout(context.Background(), m.c.timeout)
+	defer cancel()
+	_ = m.leave(ctx, false)
+}
+
+func (m *Member) leave(ctx context.Context, commit bool) error {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		return nil
 	}
-	m.handledLocked()
+	if commit {
+		m.handledLocked()
+	}
 	m.closed = true
 	leaves := make(map[*session][]QueueOffset)
 	for _, q := range m.queues {
-		leaves[q.s] = append(leaves[q.s], QueueOffset{QueueID: q.id, Epoch: q.epoch, Offset: m.positionLocked(q)})
+		if commit {
+			leaves[q.s] = append(leaves[q.s], QueueOffset{QueueID: q.id, Epoch: q.epoch, Offset: m.positionLocked(q)})
+		}
 	}
 	sessions := make([]*session, 0, len(m.sessions))
 	for _, s := range m.sessions {

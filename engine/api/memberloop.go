@@ -287,6 +287,7 @@ func (m *Member) take(s *session, req ReadRequest, sections []ReadSection) int {
 		if sec.Status == ReadOffsetTooSmall || sec.Status == ReadOffsetOverflowBadly {
 			q.next = sec.NextOffset // retention removed it, or a reset moved it: go on from there
 		}
+		q.atEnd = sec.Count == 0 && q.next >= sec.MaxOffset
 	}
 	if taken > 0 || m.err != nil {
 		m.signal(m.ready)

@@ -217,3 +217,18 @@ func (r Record) Properties() map[string]string {
 		out[string(n)] = string(v)
 	}
 }
+
+// Message is the record as the read API's other replies carry a message (get --json's shape).
+func (r Record) Message() Message {
+	body := r.v.Body()
+	m := Message{Topic: r.Topic(), QueueID: r.QueueID(), QueueOffset: r.QueueOffset(), CommitLogOffset: r.CommitLogOffset(),
+		Size: int32(r.v.TotalSize()), MsgID: r.MsgID(), StoreTimestamp: r.StoreTimestamp(), BornTimestamp: r.BornTimestamp(),
+		Tags: r.Tags(), Keys: r.Keys(), UniqKey: r.UniqKey(), Properties: r.Properties(), Body: body, BodySize: len(body)}
+	if h := r.v.BornHost(); h.IsValid() {
+		m.BornHost = h.String()
+	}
+	if h := r.v.StoreHost(); h.IsValid() {
+		m.StoreHost = h.String()
+	}
+	return m
+}

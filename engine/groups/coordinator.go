@@ -423,8 +423,17 @@ func (c *Coordinator) removeLocked(g *group, m *member, why string) {
 	g.startRebalance(c.now(), why, m.id)
 	c.stats.rebalances.Add(1)
 	if len(g.members) == 0 {
-		g.finishRebalance(c.now())
+		c.logRebalance(g, g.finishRebalance(c.now()))
 	}
+}
+
+// logRebalance logs a rebalance that ended (r nil: none did).
+func (c *Coordinator) logRebalance(g *group, r *Rebalance) {
+	if r == nil {
+		return
+	}
+	c.log.Info().Str("group", g.key.Group).Str("topic", g.key.Topic).Str("reason", r.Reason).Str("member", r.Member).
+		Dur("took", r.Duration).Int("moved", r.Moved).Int("members", len(g.members)).Msg("group: rebalance done")
 }
 
 func (c *Coordinator) memberLocked(key Key, memberID string) (*group, *member, error) {
@@ -510,7 +519,7 @@ func (c *Coordinator) rebalanceLocked(g *group, queues []int32) []notice {
 		g.generation = c.epoch // orders the assignments the members are sent
 	}
 	if g.stable() {
-		g.finishRebalance(now)
+		c.logRebalance(g, g.finishRebalance(now))
 	}
 	var out []notice
 	for id := range changed {

@@ -114,10 +114,11 @@ func (g *group) startRebalance(now time.Time, reason, member string) {
 	g.rebalance = &Rebalance{Reason: reason, Member: member, Start: now}
 }
 
-func (g *group) finishRebalance(now time.Time) {
+// finishRebalance ends the rebalance under way, if any, and returns it.
+func (g *group) finishRebalance(now time.Time) *Rebalance {
 	r := g.rebalance
 	if r == nil {
-		return
+		return nil
 	}
 	r.Duration = max(now.Sub(r.Start), time.Nanosecond)
 	r.Moved = g.moved
@@ -126,6 +127,7 @@ func (g *group) finishRebalance(now time.Time) {
 	if len(g.history) > rebalanceHistory {
 		g.history = slices.Delete(g.history, 0, len(g.history)-rebalanceHistory)
 	}
+	return r
 }
 
 // lastRebalance is the rebalance under way, else the last one done.

@@ -164,6 +164,9 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
 		ch <- d
 	}
+	for _, d := range groupDescs {
+		ch <- d
+	}
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -290,6 +293,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descReplFloor, float64(f), strconv.Itoa(part))
 		}
 	}
+	collectGroups(st.server, ch)
 }
 
 func isReplyCode(code int) bool {

@@ -42,6 +42,7 @@ type Status struct {
 	Recovery  *StatusRecovery  `json:"recovery,omitempty"`
 	Ingress   *StatusIngress   `json:"ingress,omitempty"`
 	NATS      *StatusNATS      `json:"nats,omitempty"`
+	Groups    *StatusGroups    `json:"groups,omitempty"`
 }
 
 // StatusOffsets are the CommitLog positions.
@@ -239,6 +240,7 @@ func (m *Monitor) Status() Status {
 	}
 	if srv := st.server; srv != nil && srv.NATSConn() != nil {
 		out.NATS = NATSStatus(srv)
+		out.Groups = statusGroups(srv)
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rocketstore/engine/engine/api"
 	"github.com/rocketstore/engine/engine/groups"
+	"github.com/rocketstore/engine/internal/reader"
 )
 
 // Consumer groups over NATS (docs/GROUPS.md): the coordinator (engine/groups) lives as long as
@@ -71,12 +72,40 @@ func (s *Service) startGroups(svc micro.Service) error {
 		return err
 	}
 	if s.cfg.PartitionCount > 0 {
-		// Every engine answers: each coordinates the group on its own partitions.
-		if err := add(svc.AddGroup(s.prefix+"."+api.FanOutToken, micro.WithGroupQueueGroupDisabled()), shared); err != nil {
+		// Every engine answers, saying which partitions its answer covers: each coordinates
+		// the group on its own partitions.
+		fan := make([]ep, len(shared))
+		for i, e := range shared {
+			if e.subject == api.EndpointGroupDescribe {
+				e.h = s.inline(s.groupDescribeHere) // a group this engine has nothing of is an answer
+			}
+			e.h = s.coveredInline(e.h)
+			fan[i] = e
+		}
+		if err := add(svc.AddGroup(s.prefix+"."+api.FanOutToken, micro.WithGroupQueueGroupDisabled()), fan); err != nil {
 			return err
 		}
 	}
 	return add(svc.AddGroup(s.engineAPI, micro.WithGroupQueueGroupDisabled()), own)
+}
+
+// coveredInline is h with the fan-out answer's headers: the partitions it covers.
+func (s *Service) coveredInline(h micro.HandlerFunc) micro.HandlerFunc {
+	return func(req micro.Request) { h(coveredRequest{req, s.covered()}) }
+}
+
+// coveredRequest adds headers to every answer of a request.
+type coveredRequest struct {
+	micro.Request
+	h micro.Headers
+}
+
+func (r coveredRequest) Respond(data []byte, opts ...micro.RespondOpt) error {
+	return r.Request.Respond(data, append(opts, micro.WithHeaders(r.h))...)
+}
+
+func (r coveredRequest) Error(code, desc string, data []byte, opts ...micro.RespondOpt) error {
+	return r.Request.Error(code, desc, data, append(opts, micro.WithHeaders(r.h))...)
 }
 
 // assignment is a groups.Assignment on the wire, from this engine.
@@ -186,6 +215,20 @@ func (s *Service) groupDescribe(data []byte) ([]byte, error) {
 
 var errNoGroup = errors.New("unknown group")
 
+// groupDescribeHere is describe on the fan-out subject: an engine that has nothing of the group
+// answers an empty status (Group ""), which covers its partitions.
+func (s *Service) groupDescribeHere(data []byte) ([]byte, error) {
+	key, err := decodeGroup(data)
+	if err != nil {
+		return nil, err
+	}
+	st, ok := s.describe(key)
+	if !ok {
+		return marshal(api.GroupStatus{})
+	}
+	return marshal(st)
+}
+
 // describe is a group's state on the wire.
 func (s *Service) describe(key groups.Key) (api.GroupStatus, bool) {
 	st, ok := s.groups.Describe(key, s.e.GroupOffsets().Queues(key.Group, key.Topic), s.cfg.GroupStore)
@@ -283,7 +326,9 @@ func (s *Service) groupReset(data []byte) ([]byte, error) {
 			var off int64
 			if r.Offset != nil {
 				off = *r.Offset
-			} else if off, err = s.e.OffsetForTime(key.Topic, q, *r.Timestamp); err != nil {
+			} else if off, err = s.e.OffsetForTime(key.Topic, q, *r.Timestamp); errors.Is(err, reader.ErrUnknownQueue) {
+				off = 0 // a queue with no message yet (a partition's): it starts at 0
+			} else if err != nil {
 				return err
 			}
 			if err := s.e.CommitOffset(key.Group, key.Topic, q, off); err != nil {
