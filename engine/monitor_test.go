@@ -177,13 +177,16 @@ func (f families) absent(names ...string) {
 }
 
 // checkConventions: every family of ours has the prefix, counters end in _total, and no label
-// can take a per-subject or per-topic value.
+// can take an unbounded set of values: group and topic only on the families that bound them
+// (the 100 most lagging groups, the 1,024 topics of dropped messages).
 func (f families) checkConventions() {
 	f.t.Helper()
 	allowed := map[string]bool{
 		"code": true, "stage": true, "offset": true, "worker": true, "kind": true, "threshold": true,
-		"phase": true, "version": true, "goversion": true, "revision": true,
+		"phase": true, "version": true, "goversion": true, "revision": true, "event": true,
 	}
+	bounded := map[string]bool{metricPrefix + "group_lag_messages": true, metricPrefix + "group_lag_seconds": true,
+		metricPrefix + "ingress_dropped_by_topic_total": true}
 	ours := 0
 	for name, mf := range f.mfs {
 		if !strings.HasPrefix(name, metricPrefix) {
@@ -198,7 +201,7 @@ func (f families) checkConventions() {
 		}
 		for _, m := range mf.Metric {
 			for _, lp := range m.Label {
-				if !allowed[lp.GetName()] {
+				if !allowed[lp.GetName()] && !(bounded[name] && (lp.GetName() == "group" || lp.GetName() == "topic")) {
 					f.t.Errorf("%s has label %s", name, lp.GetName())
 				}
 			}

@@ -20,8 +20,9 @@ import (
 //
 // Naming follows Prometheus' conventions (USERS-AND-PEERS §3.4): one prefix, base units
 // (_seconds, _bytes, _ratio), counters end in _total, build metadata in _info. No label takes
-// a per-subject or per-topic value: the labels are reply codes, stages, fixed kinds and the
-// ingress worker index (GOMAXPROCS of them by default).
+// an unbounded set of values: the labels are reply codes, stages, fixed kinds and the ingress
+// worker index (GOMAXPROCS of them by default); topic and group only where a bound caps them
+// (the 1,024 topics of dropped messages, the 100 most lagging groups: groups.go).
 
 const metricPrefix = "rocketstore_"
 
