@@ -38,10 +38,10 @@ func (g *groupsOnline) Validate() error {
 }
 
 type groupsListCmd struct {
-	Src groupsOnline `embed:""`
-	Match string `help:"Only groups whose name or topic contains this." placeholder:"TEXT"`
-	After string `help:"Start after this group (its topic@group key): the next page." placeholder:"KEY"`
-	Max   int    `help:"Groups per page (at most 1000)." default:"100"`
+	Src   groupsOnline `embed:""`
+	Match string       `help:"Only groups whose name or topic contains this." placeholder:"TEXT"`
+	After string       `help:"Start after this group (its topic@group key): the next page." placeholder:"KEY"`
+	Max   int          `help:"Groups per page (at most 1000)." default:"100"`
 }
 
 func (c *groupsListCmd) name() string { return "groups list" }
@@ -99,9 +99,9 @@ func lagTime(ms int64) string {
 }
 
 type groupsDescribeCmd struct {
-	Src groupsOnline `embed:""`
-	Group string `arg:"" help:"The group."`
-	Topic string `required:"" help:"The topic it reads." placeholder:"TOPIC"`
+	Src   groupsOnline `embed:""`
+	Group string       `arg:"" help:"The group."`
+	Topic string       `required:"" help:"The topic it reads." placeholder:"TOPIC"`
 }
 
 func (c *groupsDescribeCmd) name() string { return "groups describe" }
@@ -164,12 +164,12 @@ func (c *groupsDescribeCmd) execute(ctx context.Context, stdout, _ io.Writer) er
 }
 
 type groupsResetCmd struct {
-	Src groupsOnline `embed:""`
-	Group  string  `arg:"" help:"The group."`
-	Topic  string  `required:"" help:"The topic it reads." placeholder:"TOPIC"`
-	Offset int64   `placeholder:"N" help:"Set the offsets to this queue offset." xor:"to" required:""`
-	Time   timeArg `help:"Set each queue's offset to its first message stored at or after TIME (RFC 3339, Unix ms, now, or relative: --time=-1h)." placeholder:"TIME" xor:"to" required:""`
-	Queue  []int32 `short:"q" placeholder:"ID" help:"Only these queues (comma-separated); default: every queue of the topic."`
+	Src    groupsOnline `embed:""`
+	Group  string       `arg:"" help:"The group."`
+	Topic  string       `required:"" help:"The topic it reads." placeholder:"TOPIC"`
+	Offset int64        `placeholder:"N" help:"Set the offsets to this queue offset." xor:"to" required:""`
+	Time   timeArg      `help:"Set each queue's offset to its first message stored at or after TIME (RFC 3339, Unix ms, now, or relative: --time=-1h)." placeholder:"TIME" xor:"to" required:""`
+	Queue  []int32      `short:"q" placeholder:"ID" help:"Only these queues (comma-separated); default: every queue of the topic."`
 }
 
 func (c *groupsResetCmd) name() string { return "groups reset" }
@@ -218,9 +218,9 @@ func groupChangeErr(src *onlineSource, err error) error {
 }
 
 type groupsDeleteCmd struct {
-	Src groupsOnline `embed:""`
-	Group string `arg:"" help:"The group."`
-	Topic string `required:"" help:"The topic it reads." placeholder:"TOPIC"`
+	Src   groupsOnline `embed:""`
+	Group string       `arg:"" help:"The group."`
+	Topic string       `required:"" help:"The topic it reads." placeholder:"TOPIC"`
 }
 
 func (c *groupsDeleteCmd) name() string { return "groups delete" }
