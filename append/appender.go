@@ -171,20 +171,24 @@ func (a *Appender) Run(ctx context.Context) (err error) {
 		var open bool
 		batches, open = stages.Drain(a.cfg.In, append(batches[:0], first), a.cfg.MaxBatch)
 		if err := a.cfg.Dispatched.Wait(ctx, a.cfg.Written.Load()-a.cfg.MaxLag); err != nil {
-			return fmt.Errorf("waiting for dispatch: %w", err)
+			err = fmt.Errorf("waiting for dispatch: %w", err)
+			notStored := err
+			if ctx.Err() != nil {
+				// As the ack stage says it: the engine stopped, and why (a failed sync, say).
+				notStored = fmt.Errorf("engine stopped: %w", context.Cause(ctx))
+			}
+			a.handOver(batches, 0, notStored)
+			return err
 		}
 		now := a.cfg.Now()
 		for _, b := range batches {
 			a.appendBatch(b, now)
 		}
 		if err := a.cfg.Log.Commit(); err != nil {
-			// The records are not in the log: hand the batches over, so that the ack stage
-			// answers them with the error (nothing of them reached a level), and stop.
-			for _, b := range batches {
-				a.cfg.Out <- b
-			}
-			clear(batches)
-			return fmt.Errorf("writing the CommitLog: %w", err)
+			// The records are not in the log: their answer is the error.
+			err = fmt.Errorf("writing the CommitLog: %w", err)
+			a.handOver(batches, 0, err)
+			return err
 		}
 		if a.cfg.Feed != nil {
 			// Before Written moves: dispatch, which follows Written (or Durable, behind it),
@@ -204,13 +208,8 @@ func (a *Appender) Run(ctx context.Context) (err error) {
 			select {
 			case a.cfg.Out <- b:
 			case <-ctx.Done():
-				// Hand the rest over all the same: the ack stage drains Out until it is closed
-				// and answers them (with the error, above what reached its level), so that no
-				// producer is left waiting for a batch that was taken.
-				for _, rest := range batches[i:] {
-					a.cfg.Out <- rest
-				}
-				clear(batches)
+				// These are in the log: the ack stage tells which reached its level.
+				a.handOver(batches, i, nil)
 				return ctx.Err()
 			}
 			batches[i] = nil
@@ -219,6 +218,25 @@ func (a *Appender) Run(ctx context.Context) (err error) {
 			return nil
 		}
 	}
+}
+
+// handOver is how the writer lets go of the batches it took, from the i-th on, on its way out:
+// whatever the reason it stops, every batch it took goes to Out, where the ack stage drains
+// until Out is closed and answers each one, so that no producer is left waiting. notStored,
+// when set, is the answer of every record that has none yet: those records are not in the log
+// (their offsets are unset or were never committed), so no level may answer them with success.
+func (a *Appender) handOver(batches []*stages.Batch, i int, notStored error) {
+	for _, b := range batches[i:] {
+		if notStored != nil {
+			for j := range b.Records {
+				if r := &b.Records[j]; r.Err == nil {
+					r.Err = notStored
+				}
+			}
+		}
+		a.cfg.Out <- b
+	}
+	clear(batches)
 }
 
 // appendBatch writes the records of b. A record that fails (a new segment could not be made:

@@ -78,17 +78,26 @@ func TestAppenderBackPressure(t *testing.T) {
 }
 
 // TestAppenderBackPressureDispatchFailed: the appender waiting for dispatch stops when dispatch
-// fails, with that error.
+// fails, with that error, and hands every batch of the round it held over to the ack stage,
+// each record refused with the error (none of them is in the log), so that every publisher gets
+// an answer.
 func TestAppenderBackPressureDispatchFailed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		in := make(chan *stages.Batch, 1)
-		out := make(chan *stages.Batch, 4)
+		const held = 3
+		in := make(chan *stages.Batch, held)
+		out := make(chan *stages.Batch, held+1)
 		written, dispatched := stages.NewWatermark(500), stages.NewWatermark(0)
-		a := New(Config{Log: &fakeLog{end: 500}, In: in, Out: out, Written: written, Dispatched: dispatched, MaxLag: 100})
+		log := &fakeLog{end: 500}
+		a := New(Config{Log: log, In: in, Out: out, Written: written, Dispatched: dispatched, MaxLag: 100, MaxBatch: held})
+		for range held {
+			in <- &stages.Batch{Records: []stages.Record{{Bytes: make([]byte, 10)}, {Bytes: make([]byte, 10)}}}
+		}
 		done := make(chan error, 1)
 		go func() { done <- a.Run(context.Background()) }()
-		in <- &stages.Batch{Records: []stages.Record{{Bytes: make([]byte, 10)}}}
 		synctest.Wait()
+		if len(in) != 0 {
+			t.Fatalf("the writer took %d of %d batches into its round", held-len(in), held)
+		}
 		boom := errors.New("dispatch broke")
 		dispatched.Fail(boom)
 		if err := <-done; !errors.Is(err, boom) {
@@ -96,6 +105,18 @@ func TestAppenderBackPressureDispatchFailed(t *testing.T) {
 		}
 		if !errors.Is(written.Err(), boom) {
 			t.Fatalf("Written failed with %v", written.Err())
+		}
+		var got int
+		for b := range out { // closed by Run's return
+			got++
+			for i, r := range b.Records {
+				if !errors.Is(r.Err, boom) {
+					t.Fatalf("batch %d record %d: error %v, want the dispatch failure", got, i, r.Err)
+				}
+			}
+		}
+		if got != held || log.appends != 0 {
+			t.Fatalf("%d of the %d batches held were handed over, %d records appended", got, held, log.appends)
 		}
 	})
 }

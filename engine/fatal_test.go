@@ -34,11 +34,25 @@ func (g *failingSyncGate) inject(op vfs.Op, name string) error {
 // The failure must reach ingress: every request the engine received is answered (acked before
 // the failure, or refused with an error), none waits for ever, and Shutdown returns. With
 // the inbox two batches deep, the few thousand messages held fill it many times over.
+//
+// It runs with the default dispatch lag, where the writer never waits for dispatch, and with a
+// lag of one byte, where the writer holds a round of batches while it waits for dispatch (which
+// follows Durable in sync mode, so the failed sync leaves it waiting when the engine stops).
 func TestFatalErrorAnswersEveryHeldMessage(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		lag  int64
+	}{{"default dispatch lag", 0}, {"dispatch lag 1", 1}} {
+		t.Run(c.name, func(t *testing.T) { testFatalErrorAnswersEveryHeldMessage(t, c.lag) })
+	}
+}
+
+func testFatalErrorAnswersEveryHeldMessage(t *testing.T, lag int64) {
 	gate := &failingSyncGate{syncGate: *newSyncGate()}
 	opts := testOptions(t, t.TempDir())
 	opts.FS = vfs.NewFaulty(vfs.Default, gate.inject)
 	opts.AppendInbox, opts.AckQueue, opts.MaxAppendBatch = 2, 2, 1
+	opts.MaxDispatchLag = lag
 	srv, err := Serve(opts, NATSOptions{Listen: "127.0.0.1:-1", Workers: 2, WorkerQueue: 8, MaxBatch: 4})
 	if err != nil {
 		t.Fatal(err)
