@@ -38,14 +38,15 @@ type Partition struct {
 	// assignCh is signalled when assigned changes (capacity 1).
 	assignCh chan struct{}
 
-	mu      sync.Mutex
-	floor   uint64                   // guarded by mu: everything up to it is durable here (or refused)
-	done    map[uint64]jetstream.Msg // guarded by mu: done above the floor, with their ack (nil: none)
-	maxSeen uint64                   // guarded by mu: the highest sequence taken this life
-	cancel  context.CancelCauseFunc  // guarded by mu: ends the current session
-	openErr error                    // guarded by mu: why the stream or consumer is not open yet
-	opened  bool                     // guarded by mu
-	failing error                    // guarded by mu: why the last session ended, until the next one pulls
+	mu sync.Mutex
+	// done (guarded by mu): its floor is the sequence up to which everything is durable here
+	// (or refused, or not in the stream); above it what is done out of order.
+	done    doneSet
+	maxSeen uint64                  // guarded by mu: the highest sequence taken this life
+	cancel  context.CancelCauseFunc // guarded by mu: ends the current session
+	openErr error                   // guarded by mu: why the stream or consumer is not open yet
+	opened  bool                    // guarded by mu
+	failing error                   // guarded by mu: why the last session ended, until the next one pulls
 	// progress is signalled when the floor moves (capacity 1); failed carries a sequence the
 	// store did not take (capacity 1).
 	progress chan struct{}
@@ -56,7 +57,7 @@ type Partition struct {
 var errUnassigned = errors.New("ingress: replicated partition assigned to another engine")
 
 func newPartition(r *Source, part int) *Partition {
-	return &Partition{r: r, part: part, done: map[uint64]jetstream.Msg{}, assignCh: make(chan struct{}, 1),
+	return &Partition{r: r, part: part, assignCh: make(chan struct{}, 1),
 		progress: make(chan struct{}, 1), failed: make(chan uint64, 1)}
 }
 
@@ -119,7 +120,7 @@ func (rp *Partition) stepDown(ctx context.Context) {
 	rp.unpin(ctx)
 	for {
 		rp.mu.Lock()
-		drained := rp.floor >= rp.lastDelivered
+		drained := rp.done.floor >= rp.lastDelivered
 		rp.mu.Unlock()
 		if drained {
 			return
@@ -180,7 +181,7 @@ func (rp *Partition) session(ctx context.Context) error {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	rp.mu.Lock()
-	start := rp.floor + 1
+	start := rp.done.floor + 1
 	if rp.maxSeen == 0 {
 		// First session: the store has up to last; the consumer's floor may be below it (acks
 		// not sent before a crash) or above it (another engine acked further): start at the
@@ -188,8 +189,8 @@ func (rp *Partition) session(ctx context.Context) error {
 		start = min(info.AckFloor.Stream, last) + 1
 	}
 	rp.skipTo = max(last, rp.maxSeen)
-	rp.floor, rp.cancel = start-1, cancel
-	clear(rp.done)
+	rp.done.reset(start - 1)
+	rp.cancel = cancel
 	rp.mu.Unlock()
 	defer func() {
 		rp.mu.Lock()
@@ -358,24 +359,17 @@ type Done struct {
 // consumer at the highest durable-consumer message under the floor.
 func (rp *Partition) DoneMany(ds []Done) {
 	rp.mu.Lock()
-	var ack jetstream.Msg
 	for _, d := range ds {
-		if d.Seq > rp.floor {
-			rp.done[d.Seq] = d.Ack
-		}
+		rp.done.add(d.Seq, d.Ack)
 	}
-	for {
-		a, ok := rp.done[rp.floor+1]
-		if !ok {
-			break
-		}
-		delete(rp.done, rp.floor+1)
-		rp.floor++
-		if a != nil {
-			ack = a
-		}
-	}
+	ack := rp.done.advance()
 	rp.mu.Unlock()
+	rp.progressed(ack)
+}
+
+// progressed tells stepDown that the floor may have moved, and acks the consumer at ack (nil:
+// nothing to ack).
+func (rp *Partition) progressed(ack jetstream.Msg) {
 	select {
 	case rp.progress <- struct{}{}:
 	default:
@@ -387,27 +381,14 @@ func (rp *Partition) DoneMany(ds []Done) {
 	}
 }
 
-// skipRange marks sequences from..to done: the stream does not hold them.
+// skipRange marks sequences from..to done: the stream does not hold them. It costs one range
+// whatever its length (doneSet).
 func (rp *Partition) skipRange(from, to uint64) {
 	rp.mu.Lock()
-	if rp.floor+1 >= from {
-		rp.floor = max(rp.floor, to)
-		for {
-			if _, ok := rp.done[rp.floor+1]; !ok {
-				break
-			}
-			delete(rp.done, rp.floor+1)
-			rp.floor++
-		}
-		rp.mu.Unlock()
-		return
-	}
+	rp.done.skip(from, to)
+	ack := rp.done.advance()
 	rp.mu.Unlock()
-	ds := make([]Done, 0, min(to-from+1, 1<<16))
-	for x := from; x <= to; x++ {
-		ds = append(ds, Done{Seq: x})
-	}
-	rp.DoneMany(ds)
+	rp.progressed(ack)
 }
 
 // Fail ends the session: the store did not take seq (it will be taken again from the floor).
@@ -427,5 +408,5 @@ func (rp *Partition) Fail(seq uint64) {
 func (rp *Partition) Floor() uint64 {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
-	return rp.floor
+	return rp.done.floor
 }
