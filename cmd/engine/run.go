@@ -89,7 +89,7 @@ type runCmd struct {
 	StreamIdle     time.Duration `name:"stream-idle" help:"Batched acks: a stream idle this long is forgotten." default:"2m" env:"ENGINE_STREAM_IDLE" group:"Ingress"`
 	Workers        int           `help:"Encoding workers (0: one per CPU)." default:"0" env:"ENGINE_WORKERS" group:"Ingress"`
 	PendingMsgs    int           `name:"pending-msgs" help:"Fire-and-forget messages ingress holds before it drops (counted by topic), and the NATS client's pending limit per subscription; -1: no limit." default:"65536" env:"ENGINE_PENDING_MSGS" group:"Ingress"`
-	PendingBytes   limitSize     `name:"pending-bytes" help:"Bytes of those messages (with 256 bytes each for the message itself) ingress holds before it drops, and the NATS client's pending limit per subscription; -1: no limit." default:"16MiB" env:"ENGINE_PENDING_BYTES" group:"Ingress"`
+	PendingBytes   limitSize     `name:"pending-bytes" help:"Bytes of those messages (each counted as the heap it takes: headers twice, 256 bytes for the message itself) ingress holds before it drops, and the NATS client's pending limit per subscription; -1: no limit." default:"16MiB" env:"ENGINE_PENDING_BYTES" group:"Ingress"`
 	MemoryLimit    byteSize      `name:"memory-limit" help:"The whole process's memory budget: the Go runtime's soft limit (GOMEMLIMIT, when set, wins); 0: none. The default pending limits fit in the default (docs/CONFIG.md, Memory). Read at start." default:"256MiB" env:"ENGINE_MEMORY_LIMIT" group:"Ingress"`
 	DrainTimeout   time.Duration `name:"drain-timeout" help:"At shutdown, how long the subscriptions, then the connection, may take to drain." default:"30s" env:"ENGINE_DRAIN_TIMEOUT" group:"Ingress"`
 

@@ -100,7 +100,7 @@ type Config struct {
 
 	// PendingMsgs and PendingBytes bound the fire-and-forget messages (no reply subject, no
 	// batched-ack header) that ingress holds, shared over the workers' inboxes, each counted
-	// with its subject and body plus 256 bytes for the message itself (package inbox): past them it
+	// as the heap it takes, headers included (msgCost; package inbox): past them it
 	// drops such a message and counts it by topic, since nobody waits for it. They are also the
 	// nats.go pending limits of each subscription (Subscription.SetPendingLimits): what the
 	// client buffers while a callback waits, beyond which it drops. 0 means DefaultPendingMsgs

@@ -63,8 +63,8 @@
 //
 // Out is bounded. When it is full the workers block and their inboxes fill. A fire-and-forget
 // message (no reply subject, no batched-ack header) is never waited for: once the inboxes hold
-// Config.PendingMsgs such messages or PendingBytes of them (subject and body plus 256 bytes
-// each), ingress drops it and counts it by topic (Stats.DroppedByTopic), since core NATS has no
+// Config.PendingMsgs such messages or PendingBytes of them (each counted as the heap it takes,
+// headers included), ingress drops it and counts it by topic (Stats.DroppedByTopic), since core NATS has no
 // way to slow a publisher that asked for nothing. Any other message waits while its worker's
 // inbox holds WorkerQueue of them: the callback blocks, nats.go's pending buffer for the
 // subscription fills (bounded by the same pending limits), and then nats.go drops messages and

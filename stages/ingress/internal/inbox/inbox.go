@@ -147,5 +147,13 @@ func (b *Inbox[T]) Depth() int {
 	return int(b.waiting + b.ffMsgs)
 }
 
+// HeldFF is how many fire-and-forget messages the inbox holds (queued, or taken and not done)
+// and what they count against its byte bound.
+func (b *Inbox[T]) HeldFF() (msgs, bytes int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ffMsgs, b.ffBytes
+}
+
 // Wake receives when a job was put since the worker last received from it.
 func (b *Inbox[T]) Wake() <-chan struct{} { return b.wake }
