@@ -120,7 +120,7 @@ func New(cfg Config) (*Ingress, error) {
 		in.log.Warn().Str("subject", s).Int("max_topics", max).Str("topic", route.OverflowTopic).Msg("ingress: topic limit reached: this subject and every later one without a topic of its own are stored in the overflow topic, each with its subject in NATS_SUBJECT; declare topics by subject pattern (--topics 'device.>') or raise --max-topics")
 	})
 	in.src = newSource(in)
-	in.done, in.durable = in.src.done, in.src.durable()
+	in.done, in.durable = in.batchDone, in.src.durable()
 	// The store's own address, pid and the salt that marks a key as generated (the IndexFile
 	// does not hold such keys: commitlog.IsGeneratedUniqKey), in RocketMQ's form of ids.
 	gen := commitlog.NewUniqKeyGen(cfg.StoreHost.Addr(), os.Getpid(), commitlog.GeneratedSalt, cfg.Clock)

@@ -44,7 +44,7 @@ func (s *jsSource) deliver(m *nats.Msg) {
 		s.settle(m, nil)
 		return
 	}
-	rt := in.router.Route(m.Subject)
+	rt := in.router.Admit(in.router.Route(m.Subject), 1)
 	in.hand(job{msg: m, route: rt, queue: in.router.Queue(m, rt)})
 }
 
@@ -54,6 +54,7 @@ func (s *jsSource) deliver(m *nats.Msg) {
 func (s *jsSource) record(w *worker, b *batchBuild, j *job) {
 	rec, err := w.encode(j, b.born)
 	if err != nil {
+		w.in.settleJob(j, false)
 		w.in.reject(j.msg, err)
 		return
 	}

@@ -35,6 +35,7 @@ func (in *Ingress) onPack(m *nats.Msg, countVals []string) {
 		in.reject(m, in.notOwned(int(rt.Partition), rt.Stored))
 		return
 	}
+	rt = in.router.Admit(rt, len(entries))
 	pk := batched.NewPack(sh, in.tracker.Claims(sh.Stream), entries)
 	// The entries without a queue key all go to one queue, the topic's next (as Kafka's sticky
 	// partitioner sends a whole batch to one partition): a pack is then a run for one worker,

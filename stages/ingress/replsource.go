@@ -51,7 +51,7 @@ func (s *replSource) abandon(*job) {}
 // Topic is the topic subject is stored under (replicated.Sink).
 func (s *replSource) Topic(subject string) (string, bool) {
 	rt := s.in.router.Route(subject)
-	return rt.Topic, rt.Err == nil
+	return s.in.router.StoredTopic(rt), rt.Err == nil
 }
 
 // Take hands a replicated message to its worker (replicated.Sink). A message that cannot be
@@ -70,10 +70,13 @@ func (s *replSource) Take(ctx context.Context, m *nats.Msg, meta *replicated.Met
 		meta.Part.DoneOne(meta.Seq, meta.Ack)
 		return nil
 	}
+	rt = in.router.Admit(rt, 1)
 	w := in.workers[rt.Worker(rt.Partition, len(in.workers))]
-	if w.box.Put(job{msg: m, route: rt, queue: rt.Partition, origin: meta}, ctx.Done(), in.abort) {
+	j := job{msg: m, route: rt, queue: rt.Partition, origin: meta}
+	if w.box.Put(j, ctx.Done(), in.abort) {
 		return nil
 	}
+	in.settleJob(&j, false)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

@@ -59,6 +59,7 @@ func (w *worker) answeredFromStore(j *job) bool {
 		return false
 	}
 	in.restart.found.Add(1)
+	in.settleJob(j, true)
 	if j.msg.Reply == "" || in.cfg.NoReply {
 		return true
 	}

@@ -15,6 +15,7 @@ var errHeldAtAbort = fmt.Errorf("%w", ErrStopped)
 // abandon counts the messages of j, which ingress holds and will not store because it is
 // aborting (the pipeline failed, or an Abort), and has its source answer them.
 func (in *Ingress) abandon(j *job) {
+	in.settleJob(j, false)
 	in.counters.aborted.Add(int64(j.messages()))
 	in.src.abandon(j)
 }

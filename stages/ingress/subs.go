@@ -74,6 +74,7 @@ func (c *coreSource) record(w *worker, b *batchBuild, j *job) {
 	}
 	rec, err := w.encode(j, b.born)
 	if err != nil {
+		c.in.settleJob(j, false)
 		c.in.reject(j.msg, err)
 		return
 	}
@@ -111,6 +112,7 @@ func (in *Ingress) onMsg(m *nats.Msg) {
 		in.reject(m, in.notOwned(int(rt.Partition), rt.Stored))
 		return
 	}
+	rt = in.router.Admit(rt, 1) // its topic, or the overflow topic (before its queue is chosen)
 	in.hand(job{msg: m, route: rt, queue: in.router.Queue(m, rt)})
 }
 
@@ -129,6 +131,7 @@ func (in *Ingress) hand(j job) {
 	w := in.workers[j.route.Worker(j.queue, len(in.workers))]
 	if fireAndForget(j.msg) {
 		if j.ffCost = msgCost(j.msg); !w.box.PutFF(j) {
+			in.settleJob(&j, false)
 			in.ffDrops.Add(j.route.Topic)
 			select {
 			case in.slow <- struct{}{}: // Run reports the drops (drops.Reporter)

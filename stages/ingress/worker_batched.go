@@ -88,6 +88,7 @@ func (w *worker) batchedMsg(b *batchBuild, j *job, vals []string) {
 		err = ErrBatchedOff
 	}
 	if err != nil {
+		w.in.settleJob(j, false)
 		w.in.reject(j.msg, err)
 		return
 	}
@@ -145,6 +146,7 @@ func (w *worker) addBatched(b *batchBuild, j *job, sh wire.SeqHeader) {
 	switch {
 	case !w.batchedRecord(rec, b, j, sh):
 		b.recs = b.recs[:len(b.recs)-1]
+		w.in.settleJob(j, false) // refused, or another copy of it is on its way
 	case rec.Err != nil:
 		b.extra++
 	}

@@ -65,15 +65,23 @@ func TestDeclaredTopics(t *testing.T) {
 			t.Errorf("Route(%.20q) = %+v; want topic %s, no tags", subject, rt, topic)
 		}
 	}
-	if rt := r.Route("device.1.hum"); rt.Topic != "device" || rt.Tags != "1.hum" {
+	if rt := store(r, "device.1.hum"); rt.Topic != "device" || rt.Tags != "1.hum" {
 		t.Errorf("the token rule's subject: %+v", rt)
 	}
-	if rt := r.Route("billing.x"); rt.Topic != OverflowTopic || rt.Tags != "x" {
+	if rt := store(r, "billing.x"); rt.Topic != OverflowTopic || rt.Tags != "x" {
 		t.Errorf("past the limit of 1: %+v", rt)
 	}
 	if s := r.Stats(); s.RuleTopics != 1 || s.MaxTopics != 1 || s.Overflowed != 1 {
 		t.Errorf("stats %+v", s)
 	}
+}
+
+// store routes one message of subject as ingress does (Route, then Admit) and settles it as
+// stored, and returns the route it took.
+func store(r *Router, subject string) *Route {
+	rt := r.Admit(r.Route(subject), 1)
+	r.Settle(rt.Topic, 1, true)
+	return rt
 }
 
 // TestTopicLimit: the rule makes at most MaxTopics topics; later subjects go to OverflowTopic,
@@ -86,7 +94,7 @@ func TestTopicLimit(t *testing.T) {
 	r.OnFirstOverflow(func(s string, max int) { first = append(first, fmt.Sprint(s, " ", max)) })
 	for i := range 10 {
 		s := fmt.Sprintf("s.%d", i)
-		rt := r.Route(s)
+		rt := store(r, s)
 		want := fmt.Sprintf("s_%d", i)
 		if i >= 3 {
 			want = OverflowTopic
@@ -95,7 +103,7 @@ func TestTopicLimit(t *testing.T) {
 			t.Fatalf("subject %d: %+v, want topic %s", i, rt, want)
 		}
 	}
-	if rt := r.Route("s.0"); rt.Topic != "s_0" {
+	if rt := store(r, "s.0"); rt.Topic != "s_0" {
 		t.Errorf("s.0 after eviction: topic %s", rt.Topic)
 	}
 	if len(first) != 1 || first[0] != "s.3 3" {
@@ -109,7 +117,7 @@ func TestTopicLimit(t *testing.T) {
 		KnownTopics: []string{"a", "b", "c", "d", OverflowTopic}}
 	r = NewRouter(known, 4, "Rmq-Keys", 64, nil)
 	for subject, topic := range map[string]string{"a": "a", "c": "c", "e": OverflowTopic, "d.1": "d"} {
-		if rt := r.Route(subject); rt.Topic != topic {
+		if rt := store(r, subject); rt.Topic != topic {
 			t.Errorf("known topics: %s -> %s, want %s", subject, rt.Topic, topic)
 		}
 	}
@@ -119,13 +127,13 @@ func TestTopicLimit(t *testing.T) {
 
 	r = NewRouter(Mapping{MaxTopics: -1}, 4, "Rmq-Keys", 64, nil)
 	for i := range 2 * DefaultMaxTopics {
-		if rt := r.Route(fmt.Sprintf("u.%d", i)); rt.Topic == OverflowTopic {
+		if rt := store(r, fmt.Sprintf("u.%d", i)); rt.Topic == OverflowTopic {
 			t.Fatalf("no limit: subject %d overflowed", i)
 		}
 	}
 	r = NewRouter(Mapping{}, 4, "Rmq-Keys", 64, nil)
 	for i := range DefaultMaxTopics + 1 {
-		if rt := r.Route(fmt.Sprintf("u.%d", i)); (rt.Topic == OverflowTopic) != (i == DefaultMaxTopics) {
+		if rt := store(r, fmt.Sprintf("u.%d", i)); (rt.Topic == OverflowTopic) != (i == DefaultMaxTopics) {
 			t.Fatalf("the default limit: subject %d in topic %s", i, rt.Topic)
 		}
 	}

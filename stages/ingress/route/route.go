@@ -32,8 +32,10 @@
 // subject-tag rule (Mapping.SubjectTags: the engine puts new declared topics under it), whichever
 // rule chose it, takes the whole subject as TAGS, and its tags header is an ordinary header. The
 // rule makes at most Mapping.MaxTopics topics (the store's count at start); a subject whose topic
-// would be a new one past that goes to OverflowTopic. A subject that has its topic keeps it: the set of the rule's
-// topics only grows, and is bounded by the limit. The route of each subject is cached in a bounded cache
+// would be a new one past that goes to OverflowTopic. A topic counts once a message of it is
+// stored (Router.Admit, Settle): a subject whose messages are all refused takes no slot. A
+// subject that has its topic keeps it: the set of the rule's topics only grows, and is bounded
+// by the limit. The route of each subject is cached in a bounded cache
 // (ingress's Config.SubjectCache entries, evictions counted) because it is on the hot path and
 // subjects can be unbounded in number.
 //
@@ -63,7 +65,9 @@ import (
 
 // Route is what the callback needs to know about a subject, computed once per subject and
 // cached: where its messages go, and whether they can go anywhere at all. Immutable once made
-// (the round-robin counter lives in topicState, which is shared by every subject of the topic).
+// (the round-robin counter lives in topicState, which is shared by every subject of the topic),
+// but for overflowed. A route of a topic under the topic limit goes through Router.Admit with
+// each message: its topic, or its overflow route when the limit has no room for it.
 type Route struct {
 	Topic string
 	// Tags is the token rule's TAGS, or the subject under the subject-tag rule; "" for none. It
@@ -88,6 +92,13 @@ type Route struct {
 	shard uint32
 	// IndexPrefix is the IndexFile hash state after "topic#" (ingress's recordindex.go).
 	IndexPrefix int32
+	// over is the subject's route to OverflowTopic when Topic is the rule's under a limit (nil
+	// otherwise); overflowed is set once the limit had no room for a message of the route: from
+	// then on (while the route is cached) every message of the subject takes over, so that the
+	// subject does not go back and forth, and a subject sent to OverflowTopic costs no lock.
+	over       *Route
+	overflowed atomic.Bool
+	subject    string // the subject the route was made for (the first overflow is logged with it)
 }
 
 // topicState is shared by every subject of one topic.
@@ -97,6 +108,8 @@ type topicState struct {
 	// would turn negative as an int32 after 2^31 messages and, as a uint32, skip queues at 2^32
 	// whenever the queue count does not divide it; 2^64 is never reached.
 	next atomic.Uint64
+	// slotted says the topic has its slot of the topic limit (topicLimit): Admit needs no lock.
+	slotted atomic.Bool
 }
 
 // Router maps subjects to routes and messages to queues and workers. Safe for concurrent use.
@@ -132,11 +145,13 @@ type Stats struct {
 	// Cached is the number of routes cached; Evictions the routes dropped from the cache so far.
 	Cached    int
 	Evictions int64
-	// RuleTopics is the number of topics the rule has made or found in the store (0 without a
-	// limit: they are then not tracked), MaxTopics the limit (-1: none); Overflowed the routes
-	// sent to OverflowTopic so far (a subject again after its route left the cache counts again).
-	RuleTopics, MaxTopics int
-	Overflowed            int64
+	// RuleTopics is the number of topics the rule has made (a message of theirs was stored) or
+	// found in the store (0 without a limit: they are then not tracked), MaxTopics the limit (-1:
+	// none); ReservedTopics the new topics whose first messages are on their way (they count
+	// against the limit until one is stored, or all are refused); Overflowed the routes sent to
+	// OverflowTopic so far (a subject again after its route left the cache counts again).
+	RuleTopics, MaxTopics, ReservedTopics int
+	Overflowed                            int64
 }
 
 // OnFirstOverflow makes f called with the first subject sent to OverflowTopic and the limit (to
@@ -146,12 +161,70 @@ func (r *Router) OnFirstOverflow(f func(subject string, max int)) { r.limit.firs
 
 // Stats returns the router's counters.
 func (r *Router) Stats() Stats {
+	slots, reserved := r.limit.counts()
 	return Stats{Cached: r.subjects.Len(), Evictions: r.subjects.Evictions(),
-		RuleTopics: r.limit.count(), MaxTopics: r.limit.max, Overflowed: r.limit.overflowed.Load()}
+		RuleTopics: slots, MaxTopics: r.limit.max, ReservedTopics: reserved, Overflowed: r.limit.overflowed.Load()}
+}
+
+// Admit is the route n messages of rt (the subject's, from Route) are stored by: rt, unless its
+// topic is the rule's under the topic limit, has no slot yet and there is no room to reserve
+// one, in which case they go to OverflowTopic. While rt's topic is reserved (no message of it
+// stored yet), each admitted message must be settled once its outcome is known: Settle with its
+// topic, stored or not (a message sent to OverflowTopic, or of a topic with its slot, needs
+// nothing, but settling it is harmless). Safe for concurrent use; a lock is taken only for the
+// messages of a topic without its slot.
+func (r *Router) Admit(rt *Route, n int) *Route {
+	if rt.over == nil || rt.state.slotted.Load() {
+		return rt
+	}
+	if rt.overflowed.Load() {
+		return rt.over
+	}
+	switch r.limit.take(rt.Topic, n) {
+	case slotted:
+		rt.state.slotted.Store(true)
+		return rt
+	case reserved:
+		return rt
+	}
+	if !rt.overflowed.Swap(true) && r.limit.overflowed.Add(1) == 1 && r.limit.first != nil {
+		subject := rt.Stored
+		if subject == "" {
+			subject = rt.subject
+		}
+		r.limit.first(subject, r.limit.max)
+	}
+	return rt.over
+}
+
+// Settle reports the outcome of n messages of topic admitted by Admit: stored (the topic then
+// has its slot for good) or not (refused, dropped, answered otherwise: their reservation goes).
+// Every message admitted while its topic was reserved must be settled exactly once; others may
+// be. It costs an atomic load while no topic is reserved.
+func (r *Router) Settle(topic string, n int, stored bool) { r.limit.settle(topic, n, stored) }
+
+// Reserving says some topic is reserved: Settle has something to do.
+func (r *Router) Reserving() bool { return r.limit.nReserved.Load() > 0 }
+
+// StoredTopic is the topic an already stored message of rt's subject is in: rt's own when it
+// has its slot or is not under the limit, else OverflowTopic (no message of the topic was
+// stored, here or before the start).
+func (r *Router) StoredTopic(rt *Route) string {
+	if rt.over == nil || rt.state.slotted.Load() {
+		return rt.Topic
+	}
+	if rt.overflowed.Load() {
+		return rt.over.Topic
+	}
+	if r.limit.has(rt.Topic) {
+		rt.state.slotted.Store(true)
+		return rt.Topic
+	}
+	return rt.over.Topic
 }
 
 func (r *Router) makeRoute(subject string) *Route {
-	rt := &Route{Partition: -1}
+	rt := &Route{Partition: -1, subject: subject}
 	mapped := subject
 	if r.parts != nil {
 		part, rest, ok := r.parts.split(subject)
@@ -169,11 +242,11 @@ func (r *Router) makeRoute(subject string) *Route {
 		} else if rt.Err = CheckPublishedSubject(mapped); rt.Err == nil {
 			var declared bool
 			rt.Topic, rt.Tags, declared, rt.Err = r.mapping.mapDeclared(mapped)
-			if rt.Err == nil && !declared && !r.limit.admit(mapped, rt.Topic) {
-				rt.Topic = OverflowTopic
-			}
-			if rt.Err == nil && r.mapping.SubjectTags.Has(rt.Topic) {
-				rt.Tags, rt.SubjectTags = mapped, true
+			if rt.Err == nil && !declared && r.limit.max >= 0 {
+				// Which of the two a message takes is decided with each message (Admit).
+				over := &Route{Topic: OverflowTopic, Tags: rt.Tags, Partition: rt.Partition, Stored: rt.Stored, subject: subject}
+				r.finish(over, mapped)
+				rt.over = over
 			}
 		}
 	}
@@ -181,12 +254,21 @@ func (r *Router) makeRoute(subject string) *Route {
 		rt.shard = fnv32(subject)
 		return rt
 	}
+	r.finish(rt, mapped)
+	return rt
+}
+
+// finish fills in what follows from rt's topic: the subject-tag rule, the worker shard, the
+// index prefix and the topic's state.
+func (r *Router) finish(rt *Route, mapped string) {
+	if r.mapping.SubjectTags.Has(rt.Topic) {
+		rt.Tags, rt.SubjectTags = mapped, true
+	}
 	rt.shard = fnv32(rt.Topic)
 	rt.IndexPrefix = indexfile.TopicPrefixHash(rt.Topic)
 	// A topic's state may be evicted while routes still point at it; they keep their pointer and
 	// a new route gets a fresh counter. Either way the queues are still spread.
 	rt.state = r.topics.GetOrMake(rt.Topic, func(string) *topicState { return new(topicState) })
-	return rt
 }
 
 // Queue picks the queue id of m: by its queue key when it has one, else round-robin per topic.
