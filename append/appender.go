@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -80,9 +81,16 @@ type Config struct {
 	// record that would take an offset past it is refused with ErrQueueFull: stored, it could
 	// never be dispatched, and recovery would stop at it on every start.
 	MaxQueueOffset int64
-	// DedupeWindow and DedupeMax bound the memory of message ids seen (0 turns dedupe off).
+	// DedupeWindow is how long a message id is remembered, DedupeMax how many are held in
+	// memory at most (either 0 turns dedupe off). Past DedupeMax ids are dropped from memory
+	// before their window ends; with Lookup set the window still holds for them (dedupe.go).
 	DedupeWindow time.Duration
 	DedupeMax    int
+	// Lookup, when set, finds the first copy of a message stored in topic under id at or after
+	// since (Unix ms) in the store (the IndexFile), for a record whose id was dropped from
+	// memory within its window and that its producer did not look up (Record.DedupeChecked).
+	// With it, an id leaves memory only once dispatched. Called on the writer's goroutine.
+	Lookup func(topic, id string, since int64) (Stored, bool)
 	// Kick asks the allocator to prepare the next segment (a non-blocking send); the appender
 	// closes it when it stops.
 	Kick chan<- struct{}
@@ -96,6 +104,12 @@ type Config struct {
 	Feed *stages.DispatchFeed
 }
 
+// Stored is where a first copy found in the store (Config.Lookup) is.
+type Stored struct {
+	PhysOffset, QueueOffset, StoreTimestamp int64
+	Size, QueueID                           int32
+}
+
 // ErrQueueFull refuses a record whose queue has given out its last offset (Config.MaxQueueOffset).
 var ErrQueueFull = errors.New("appender: the queue has no offset left")
 
@@ -103,6 +117,11 @@ var ErrQueueFull = errors.New("appender: the queue has no offset left")
 type Stats struct {
 	Batches, Records, Bytes, Duplicates, Errors int64
 	DedupeSize                                  int
+	// DedupeEvicted counts the ids dropped from memory before their window ended (DedupeMax
+	// reached): with Lookup, their retries are looked up in the store; without, they are
+	// forgotten. DedupeLookups counts the lookups the writer made itself (Config.Lookup), and
+	// DedupeFound the duplicates they found.
+	DedupeEvicted, DedupeLookups, DedupeFound int64
 }
 
 // Appender is the CommitLog's single writer.
@@ -116,8 +135,10 @@ type Appender struct {
 	lastTopic string
 	lastQs    map[int32]*int64
 	dedupe    *dedupe
-	stats     statsCounters
-	round     []stages.Dispatched // this round's records for Feed
+	// checked and checkedUntil publish the dedupe window's checked mark (Forgotten).
+	checked, checkedUntil atomic.Int64
+	stats                 statsCounters
+	round                 []stages.Dispatched // this round's records for Feed
 }
 
 // New makes an appender; Run starts it.
@@ -139,7 +160,7 @@ func New(cfg Config) *Appender {
 		qs[k.QueueID] = &next
 	}
 	cfg.NextOffsets = nil
-	a := &Appender{cfg: cfg, offsets: offsets, dedupe: newDedupe(cfg.DedupeWindow, cfg.DedupeMax)}
+	a := &Appender{cfg: cfg, offsets: offsets, dedupe: newDedupe(cfg.DedupeWindow, cfg.DedupeMax, cfg.Lookup != nil)}
 	if cfg.Feed != nil {
 		a.round = cfg.Feed.Buffer()
 	}
@@ -170,7 +191,7 @@ func (a *Appender) Run(ctx context.Context) (err error) {
 		}
 		var open bool
 		batches, open = stages.Drain(a.cfg.In, append(batches[:0], first), a.cfg.MaxBatch)
-		if err := a.cfg.Dispatched.Wait(ctx, a.cfg.Written.Load()-a.cfg.MaxLag); err != nil {
+		if err := a.cfg.Dispatched.Wait(ctx, a.dispatchNeeded(batches)); err != nil {
 			err = fmt.Errorf("waiting for dispatch: %w", err)
 			notStored := err
 			if ctx.Err() != nil {
@@ -197,7 +218,7 @@ func (a *Appender) Run(ctx context.Context) (err error) {
 			a.round = a.cfg.Feed.Buffer()
 		}
 		a.cfg.Written.Advance(a.cfg.Log.MaxOffset())
-		a.stats.dedupeSize.Store(int64(a.dedupe.Len()))
+		a.trimDedupe(now)
 		if a.cfg.Log.NeedsNext() && a.cfg.Kick != nil {
 			select {
 			case a.cfg.Kick <- struct{}{}:
@@ -264,7 +285,7 @@ func (a *Appender) appendBatch(b *stages.Batch, now time.Time) {
 		var dk dedupeKey
 		if a.dedupe != nil && r.MsgID != "" {
 			dk = dedupeKey{r.Topic, r.MsgID}
-			if e, ok := a.dedupe.get(dk); ok {
+			if e, ok := a.firstCopy(dk, r.DedupeChecked, now); ok {
 				r.Duplicate = true
 				r.PhysOffset, r.Size, r.QueueOffset = e.phys, e.size, e.queueOffset
 				r.QueueID, r.StoreTimestamp = e.queueID, e.storeTimestamp
@@ -318,12 +339,78 @@ func (a *Appender) appendBatch(b *stages.Batch, now time.Time) {
 				QueueOffset: qo, StoreTimestamp: rts, Topic: r.Topic, Index: r.Index})
 		}
 		if a.dedupe != nil && r.MsgID != "" {
-			a.dedupe.put(dk, dedupeEntry{phys: phys, size: r.Size, queueOffset: qo, queueID: r.QueueID, storeTimestamp: rts}, now)
+			a.dedupe.put(dk, dedupeEntry{phys: phys, size: r.Size, queueOffset: qo, queueID: r.QueueID, storeTimestamp: rts},
+				now, r.End())
 		}
 		a.stats.records.Add(1)
 		a.stats.bytes.Add(int64(r.Size))
 	}
 	b.ReleaseBytes() // every record is in the log (or refused): their encodings are not read again
+}
+
+// firstCopy finds the first copy of the message with id k within the window: in memory, or, when
+// the id may have been dropped from memory within its window after what the record's producer
+// looked up in the store (stamp), in the store.
+func (a *Appender) firstCopy(k dedupeKey, stamp int64, now time.Time) (dedupeEntry, bool) {
+	if e, ok := a.dedupe.get(k); ok {
+		return e, true
+	}
+	if !a.dedupe.mustLookUp(stamp, now) {
+		return dedupeEntry{}, false
+	}
+	a.stats.dedupeLookups.Add(1)
+	at, ok := a.cfg.Lookup(k.topic, k.id, now.Add(-a.cfg.DedupeWindow).UnixMilli())
+	if !ok {
+		return dedupeEntry{}, false
+	}
+	a.stats.dedupeFound.Add(1)
+	// The batch's acks wait for its end as for one in memory (in async mode dispatch, and so
+	// the lookup, may be ahead of Durable, which a Durable batch waits for).
+	return dedupeEntry{phys: at.PhysOffset, size: at.Size, queueOffset: at.QueueOffset, storeTimestamp: at.StoreTimestamp,
+		queueID: at.QueueID}, true
+}
+
+// dispatchNeeded is the offset dispatch must have reached before the round of batches: within
+// MaxLag of Written, and past the ids the round pushes out of the dedupe window's memory (they
+// must be in the IndexFile by the time they leave it).
+func (a *Appender) dispatchNeeded(batches []*stages.Batch) int64 {
+	off := a.cfg.Written.Load() - a.cfg.MaxLag
+	if a.dedupe == nil || !a.dedupe.lookups {
+		return off
+	}
+	ids := 0
+	for _, b := range batches {
+		for i := range b.Records {
+			if b.Records[i].MsgID != "" {
+				ids++
+			}
+		}
+	}
+	return max(off, a.dedupe.need(ids))
+}
+
+// trimDedupe brings the dedupe window back to its bound after a round and publishes how far it
+// reaches for ingress (Forgotten).
+func (a *Appender) trimDedupe(now time.Time) {
+	d := a.dedupe
+	if d == nil {
+		return
+	}
+	d.trim(now, a.cfg.Dispatched.Load())
+	// The window's end first: whoever sees the new sequence sees its window too.
+	a.checkedUntil.Store(d.checkedUntil)
+	a.checked.Store(d.checked)
+	a.stats.dedupeSize.Store(int64(d.n))
+	a.stats.dedupeEvicted.Store(d.early)
+}
+
+// Forgotten tells ingress which message ids it must look up in the store itself: the ids up to
+// sequence checked passed the in-memory window's soft bound, and while until (Unix ns) is ahead
+// some of them are within the window. A producer that looked a message's id up with the store
+// after reading checked stamps the record with it (Record.DedupeChecked). Safe from any goroutine.
+func (a *Appender) Forgotten() (checked, until int64) {
+	checked = a.checked.Load()
+	return checked, a.checkedUntil.Load()
 }
 
 // queueOffset returns the counter of the next offset of a queue, nil before the queue's first

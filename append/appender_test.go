@@ -313,6 +313,8 @@ func TestAppenderDedupeWindowExpiry(t *testing.T) {
 	}
 }
 
+// TestAppenderDedupeMax: without a store to look ids up in (no Lookup: no IndexFile), the oldest
+// id is forgotten past DedupeMax, and every id forgotten within its window is counted.
 func TestAppenderDedupeMax(t *testing.T) {
 	h := start(t, nil, Config{MaxLag: 1 << 30, DedupeWindow: time.Hour, DedupeMax: 2})
 	b := h.round(
@@ -320,8 +322,8 @@ func TestAppenderDedupeMax(t *testing.T) {
 		encode(t, "T", 0, "b", "b", 0),
 		encode(t, "T", 0, "c", "c", 0), // pushes a out
 	)
-	if st := h.app.Stats(); st.DedupeSize != 2 {
-		t.Fatalf("dedupe holds %d ids, want 2", st.DedupeSize)
+	if st := h.app.Stats(); st.DedupeSize != 2 || st.DedupeEvicted != 1 {
+		t.Fatalf("dedupe holds %d ids, %d dropped early; want 2 and 1", st.DedupeSize, st.DedupeEvicted)
 	}
 	r := h.round(encode(t, "T", 0, "c", "c", 0), encode(t, "T", 0, "a", "a", 0))
 	if c := r.Records[0]; !c.Duplicate || c.PhysOffset != b.Records[2].PhysOffset {
@@ -334,6 +336,113 @@ func TestAppenderDedupeMax(t *testing.T) {
 	if got := h.round(encode(t, "T", 0, "b", "b", 0)).Records[0]; got.Duplicate {
 		t.Fatal("b should have been pushed out by the new a")
 	}
+	if st := h.app.Stats(); st.DedupeEvicted != 3 || st.DedupeLookups != 0 {
+		t.Fatalf("stats %+v, want 3 ids dropped early, no lookups", st)
+	}
+}
+
+// storeIndex stands in for the IndexFile behind Config.Lookup: the records the test saw stored,
+// by topic and id, found from since on. The engine's tests run the real one.
+type storeIndex struct {
+	recs    []stages.Record
+	lookups int
+}
+
+func (s *storeIndex) add(b *stages.Batch) *stages.Batch {
+	for _, r := range b.Records {
+		if r.Err == nil && !r.Duplicate {
+			s.recs = append(s.recs, r)
+		}
+	}
+	return b
+}
+
+func (s *storeIndex) lookup(topic, id string, since int64) (Stored, bool) {
+	s.lookups++
+	for _, r := range s.recs {
+		if r.Topic == topic && r.MsgID == id && r.StoreTimestamp >= since {
+			return Stored{PhysOffset: r.PhysOffset, Size: r.Size, QueueOffset: r.QueueOffset, StoreTimestamp: r.StoreTimestamp,
+				QueueID: r.QueueID}, true
+		}
+	}
+	return Stored{}, false
+}
+
+// TestAppenderDedupeMaxLooksUpTheStore: with a store to look ids up in, an id pushed out of
+// memory past DedupeMax is still a duplicate for its whole window: a retry that its producer did
+// not look up (stamp 0) is looked up by the writer and answered with the first copy's position;
+// one whose producer looked up every id dropped (its stamp) is not looked up again; past the
+// window nothing is looked up.
+func TestAppenderDedupeMaxLooksUpTheStore(t *testing.T) {
+	idx := &storeIndex{}
+	h := start(t, nil, Config{MaxLag: 1 << 30, DedupeWindow: time.Minute, DedupeMax: 2, Lookup: idx.lookup})
+	first := idx.add(h.round(
+		encode(t, "T", 0, "a", "a", 0),
+		encode(t, "T", 0, "b", "b", 0),
+		encode(t, "T", 0, "c", "c", 0), // pushes a out of memory
+	))
+	if st := h.app.Stats(); st.DedupeSize != 2 || st.DedupeEvicted != 1 {
+		t.Fatalf("stats %+v, want 2 ids held, 1 dropped", st)
+	}
+	if checked, until := h.app.Forgotten(); checked != 1 || until != h.clock.now().Add(time.Minute).UnixNano() {
+		t.Fatalf("Forgotten() = %d, %d; want id 1 (a) checked, for a minute", checked, until)
+	}
+	h.clock.add(59 * time.Second)
+	retry := h.round(encode(t, "T", 0, "a", "a", 0)).Records[0]
+	if !retry.Duplicate || retry.PhysOffset != first.Records[0].PhysOffset || retry.QueueOffset != 0 {
+		t.Fatalf("a retry of a, out of memory but within its window: duplicate %v at %d (queue offset %d), want a duplicate of the first at %d",
+			retry.Duplicate, retry.PhysOffset, retry.QueueOffset, first.Records[0].PhysOffset)
+	}
+	if st := h.app.Stats(); st.DedupeLookups != 1 || st.DedupeFound != 1 || idx.lookups != 1 {
+		t.Fatalf("stats %+v, %d lookups; want one lookup, found", st, idx.lookups)
+	}
+	// The producer looked a up itself (stamp 1 >= a's sequence): not looked up again.
+	checkedRetry := encode(t, "T", 0, "a", "a", 0)
+	checkedRetry.DedupeChecked = 1
+	if r := h.round(checkedRetry).Records[0]; r.Duplicate || idx.lookups != 1 {
+		t.Fatalf("a record its producer looked up: duplicate %v, %d lookups", r.Duplicate, idx.lookups)
+	}
+	h.clock.add(2 * time.Second) // a's window is over
+	if r := h.round(encode(t, "T", 0, "b", "b", 0)).Records[0]; r.Duplicate || idx.lookups != 1 {
+		t.Fatalf("past the window: duplicate %v, %d lookups", r.Duplicate, idx.lookups)
+	}
+}
+
+// TestAppenderDedupeWaitsForDispatch: with a store to look ids up in, ids leave memory only once
+// dispatched; a round that would push undispatched ids out waits for dispatch first, so memory
+// stays within DedupeMax plus one round.
+func TestAppenderDedupeWaitsForDispatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &fakeLog{}
+		in := make(chan *stages.Batch, 4)
+		out := make(chan *stages.Batch, 8)
+		written, dispatched := stages.NewWatermark(0), stages.NewWatermark(0)
+		idx := &storeIndex{}
+		a := New(Config{Log: log, In: in, Out: out, Written: written, Dispatched: dispatched, MaxLag: 1 << 30,
+			DedupeWindow: time.Hour, DedupeMax: 2, Lookup: idx.lookup})
+		done := make(chan error, 1)
+		go func() { done <- a.Run(context.Background()) }()
+		rec := func(id string) stages.Record { return stages.Record{Bytes: make([]byte, 100), Topic: "T", MsgID: id} }
+		in <- &stages.Batch{Records: []stages.Record{rec("a"), rec("b"), rec("c")}}
+		synctest.Wait()
+		if st := a.Stats(); st.DedupeSize != 3 || st.DedupeEvicted != 0 || written.Load() != 300 {
+			t.Fatalf("nothing dispatched: stats %+v, written %d; want all 3 ids held", st, written.Load())
+		}
+		in <- &stages.Batch{Records: []stages.Record{rec("d")}}
+		synctest.Wait()
+		if written.Load() != 300 {
+			t.Fatal("the round that pushes out undispatched ids went ahead")
+		}
+		dispatched.Advance(200) // a and b: what d's round pushes out
+		synctest.Wait()
+		if st := a.Stats(); written.Load() != 400 || st.DedupeSize != 2 || st.DedupeEvicted != 2 {
+			t.Fatalf("after dispatch: stats %+v, written %d", st, written.Load())
+		}
+		close(in)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestAppenderDedupeOff(t *testing.T) {

@@ -6,6 +6,7 @@ import "sync/atomic"
 type statsCounters struct {
 	batches, records, bytes, duplicates, errors atomic.Int64
 	dedupeSize                                  atomic.Int64
+	dedupeEvicted, dedupeLookups, dedupeFound   atomic.Int64
 }
 
 // Stats returns the appender's counters so far.
@@ -18,5 +19,9 @@ func (a *Appender) Stats() Stats {
 		Duplicates: s.duplicates.Load(),
 		Errors:     s.errors.Load(),
 		DedupeSize: int(s.dedupeSize.Load()),
+
+		DedupeEvicted: s.dedupeEvicted.Load(),
+		DedupeLookups: s.dedupeLookups.Load(),
+		DedupeFound:   s.dedupeFound.Load(),
 	}
 }

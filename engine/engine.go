@@ -32,6 +32,7 @@ import (
 
 	appender "github.com/rocketstore/engine/append"
 	"github.com/rocketstore/engine/dispatch"
+	"github.com/rocketstore/engine/engine/lookup"
 	"github.com/rocketstore/engine/engine/monitor"
 	"github.com/rocketstore/engine/engine/recovery"
 	"github.com/rocketstore/engine/engine/retention"
@@ -252,12 +253,18 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	if dedupeMax < 0 {
 		dedupeMax = 0
 	}
-	e.appender = appender.New(appender.Config{
+	acfg := appender.Config{
 		Log: e.log, In: e.in, Out: acks, Written: e.written, Dispatched: e.dispatched,
 		MaxLag: o.MaxDispatchLag, MaxBatch: o.MaxAppendBatch, NextOffsets: next, StartOffset: e.starts.Start,
 		DedupeWindow: o.DedupeWindow, DedupeMax: dedupeMax, Kick: kick, Now: o.Now,
 		Gate: e.retention, Feed: feed, MaxQueueOffset: e.cq.MaxQueueOffset(),
-	})
+	}
+	if e.index != nil && !o.forgetPastDedupeMax {
+		// Ids past the window's memory bound are found in the IndexFile for the rest of their
+		// window (append/dedupe.go); ingress looks most of them up (engine/ingress.go).
+		acfg.Lookup = lookup.Finder{Store: e, Indexed: true, Logger: o.Logger}.AppenderLookup
+	}
+	e.appender = appender.New(acfg)
 	e.retention.CheckDisk(o.Now()) // before the first batch: a full disk refuses from the start
 	alloc := &appender.Allocator{Prepare: e.log.PrepareNext, Kick: kick, Log: o.Logger.With().Str("stage", "allocate").Logger()}
 	if o.MmapWrites && !o.NoPrefault {

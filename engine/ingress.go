@@ -41,7 +41,7 @@ func (e *Engine) newIngress(nc *nats.Conn, nopts NATSOptions, parts *route.Parti
 		StoreHost: o.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
 		NoReply: nopts.NoReply, Logger: o.Logger, Clock: o.Now, // ingress adds its stage field
 		JetStream: nopts.JetStream, Partitions: parts,
-		Restarted: f.RestartDedupe(e.index.LastEndTimestamp(), o.DedupeWindow, o.DedupeMax, o.Now),
+		StoreDedupe: f.StoreDedupe(e.index.LastEndTimestamp(), o.DedupeWindow, o.DedupeMax, o.Now, e.forgotten()),
 	}
 	if !nopts.NoReadAPI {
 		cfg.Exclude = readapi.Excluded(nopts.APIPrefix)
@@ -55,4 +55,13 @@ func (e *Engine) newIngress(nc *nats.Conn, nopts NATSOptions, parts *route.Parti
 		})
 	}
 	return ingress.New(cfg)
+}
+
+// forgotten is the appender's report of the ids it dropped from memory within their window, for
+// ingress to look up (nil when it does not drop any it expects to be looked up).
+func (e *Engine) forgotten() func() (checked, until int64) {
+	if e.index == nil || e.opts.forgetPastDedupeMax {
+		return nil
+	}
+	return e.appender.Forgotten
 }

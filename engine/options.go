@@ -87,10 +87,14 @@ type Options struct {
 	// manager's stop timeout.
 	DispatchStopTimeout time.Duration
 
-	// Dedupe window for publisher message ids (2 minutes, at most 500,000 ids); a negative
-	// DedupeMax turns dedupe off.
+	// Dedupe window for publisher message ids (2 minutes, at most 500,000 ids in memory); a
+	// negative DedupeMax turns dedupe off. Ids past DedupeMax are looked up in the IndexFile for
+	// the rest of their window (without one, NoIndex, they are forgotten).
 	DedupeWindow time.Duration
 	DedupeMax    int
+	// forgetPastDedupeMax makes the window forget ids past DedupeMax even with an IndexFile, as
+	// it did before it looked them up: the benchmarks' reference.
+	forgetPastDedupeMax bool
 
 	// Async CommitLog flush: RocketMQ's 500 ms, 4 pages, thorough every 10 s.
 	FlushInterval         time.Duration

@@ -46,7 +46,7 @@ func TestRestartDedupeWindowBounds(t *testing.T) {
 	if a := request(s, "order-1"); !a.Duplicate || a.QueueOffset != first.QueueOffset || a.QueueID != first.QueueID {
 		t.Fatalf("within the window: %+v, want a duplicate of %+v", a, first)
 	}
-	if st := s.Ingress().Stats(); st.RestartLookups != 1 || st.RestartDuplicates != 1 {
+	if st := s.Ingress().Stats(); st.StoreLookups != 1 || st.StoreDuplicates != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 	if err := s.shutdown(); err != nil {
@@ -58,7 +58,7 @@ func TestRestartDedupeWindowBounds(t *testing.T) {
 	if a := request(s, "order-1"); a.Duplicate {
 		t.Fatalf("past the window: %+v, a duplicate", a)
 	}
-	if st := s.Ingress().Stats(); st.RestartLookups != 0 {
-		t.Fatalf("%d lookups past the window", st.RestartLookups)
+	if st := s.Ingress().Stats(); st.StoreLookups != 0 {
+		t.Fatalf("%d lookups past the window", st.StoreLookups)
 	}
 }

@@ -30,6 +30,9 @@ func (e *Engine) Stats() Stats {
 		Duplicates:     a.Duplicates,
 		AppendErrors:   a.Errors,
 		DedupeSize:     a.DedupeSize,
+		DedupeEvicted:  a.DedupeEvicted,
+		DedupeLookups:  a.DedupeLookups,
+		DedupeFound:    a.DedupeFound,
 		Syncs:          e.flusher.Syncs(),
 	}
 	e.retentionStats(&st)

@@ -21,6 +21,11 @@ type Record struct {
 
 	// Index is what dispatch needs besides the appender's fields, when the encoder knows it.
 	Index RecordIndex
+	// DedupeChecked is set by a producer that looked MsgID up in the store (the IndexFile)
+	// before sending the record, while the appender's dedupe window had dropped ids from
+	// memory (appender.Appender.Forgotten): the ids up to this sequence were looked up and the
+	// message is not one of them. 0: nothing looked up.
+	DedupeChecked int64
 
 	// Set by the appender. StoreTimestamp too, unless the producer sets it (a replicated record
 	// stores its stream's timestamp, so that every engine on the stream stores the same).

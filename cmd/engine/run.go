@@ -47,7 +47,7 @@ type runCmd struct {
 	MaxBody        byteSize      `name:"max-body" help:"Largest body accepted (maxMessageSize)." default:"4MiB" env:"ENGINE_MAX_BODY" group:"Store"`
 	StoreHost      string        `name:"store-host" help:"Address written into records and message ids (RocketMQ's store host)." default:"127.0.0.1:10911" env:"ENGINE_STORE_HOST" group:"Store"`
 	DedupeWindow   time.Duration `name:"dedupe-window" help:"How long a Nats-Msg-Id is remembered to drop duplicates." default:"2m" env:"ENGINE_DEDUPE_WINDOW" group:"Store"`
-	DedupeMax      int           `name:"dedupe-max" help:"At most this many message ids are remembered; 0 turns dedupe off." default:"500000" env:"ENGINE_DEDUPE_MAX" group:"Store"`
+	DedupeMax      int           `name:"dedupe-max" help:"At most this many message ids are held in memory; ids pushed out before their window ends are looked up in the IndexFile. 0 turns dedupe off." default:"500000" env:"ENGINE_DEDUPE_MAX" group:"Store"`
 
 	// Flush (what an ack means, and RocketMQ's flush services).
 	Flush                   string        `help:"What an ack means: sync = on disk (group commit), async = written to the page cache (flushDiskType)." enum:"sync,async" default:"sync" env:"ENGINE_FLUSH" group:"Flush"`

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	appender "github.com/rocketstore/engine/append"
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/stages/ingress"
 	"github.com/rocketstore/engine/stages/ingress/batched"
@@ -71,43 +72,69 @@ func (f Finder) First(topic, msgID string) (batched.StoredAt, bool) {
 	return batched.StoredAt{}, false
 }
 
-// RestartDedupe is ingress's RestartDedupe for a start whose newest indexed record was stored at
-// lastIndexed (Unix ms): the message ids of records stored before the start are looked up in
-// the IndexFile (Since) while the newest of them can still be within the dedupe window (nil
-// when none can: an empty store, a store idle for longer than the window, dedupe off (a
-// window of 0 or a negative dedupeMax) or no IndexFile).
-func (f Finder) RestartDedupe(lastIndexed int64, window time.Duration, dedupeMax int, now func() time.Time) *ingress.RestartDedupe {
-	if !f.Indexed || window <= 0 || dedupeMax < 0 || lastIndexed <= 0 {
+// StoreDedupe is ingress's StoreDedupe for a start whose newest indexed record was stored at
+// lastIndexed (Unix ms), with forgotten the appender's report of the ids it dropped from memory
+// (appender.Appender.Forgotten; nil: it drops none it cannot look up): message ids are looked up
+// in the IndexFile (Since) while the newest record stored before the start can still be within
+// the dedupe window, and while ids dropped from memory can. nil when neither can ever be: dedupe
+// off (a window of 0 or a negative dedupeMax), no IndexFile, or no forgotten and an empty store
+// or one idle for longer than the window.
+func (f Finder) StoreDedupe(lastIndexed int64, window time.Duration, dedupeMax int, now func() time.Time,
+	forgotten func() (checked, until int64)) *ingress.StoreDedupe {
+	if !f.Indexed || window <= 0 || dedupeMax < 0 {
 		return nil
 	}
-	until := time.UnixMilli(lastIndexed).Add(window)
-	if !now().Before(until) {
+	var until time.Time
+	if lastIndexed > 0 {
+		until = time.UnixMilli(lastIndexed).Add(window)
+	}
+	if forgotten == nil && !now().Before(until) {
 		return nil
 	}
-	return &ingress.RestartDedupe{
-		Until: until,
+	return &ingress.StoreDedupe{
+		RestartUntil: until,
+		Forgotten:    forgotten,
 		Lookup: func(topic, msgID string) (batched.StoredAt, bool) {
 			return f.Since(topic, msgID, now().Add(-window).UnixMilli())
 		},
 	}
 }
 
+// AppenderLookup is the appender's Lookup (appender.Config.Lookup): Since, for a record whose id
+// the appender dropped from memory within its window and that ingress did not look up.
+func (f Finder) AppenderLookup(topic, msgID string, since int64) (appender.Stored, bool) {
+	m, ok := f.since(topic, msgID, since)
+	if !ok {
+		return appender.Stored{}, false
+	}
+	return appender.Stored{PhysOffset: m.PhysicalOffset, Size: m.Size, QueueOffset: m.QueueOffset,
+		StoreTimestamp: m.StoreTimestamp, QueueID: m.QueueID}, true
+}
+
 // Since finds the first copy of a message stored in topic under msgID (its UNIQ_KEY) at or after
 // the store time since (Unix ms), through the IndexFile.
 func (f Finder) Since(topic, msgID string, since int64) (batched.StoredAt, bool) {
+	if m, ok := f.since(topic, msgID, since); ok {
+		return storedAt(m), true
+	}
+	return batched.StoredAt{}, false
+}
+
+// since is Since, the message found.
+func (f Finder) since(topic, msgID string, since int64) (*reader.Message, bool) {
 	// The IndexFile keeps whole seconds: an entry's time may be up to a second before its
 	// record's store time.
 	found, err := f.Store.Query(context.Background(), reader.QueryRequest{Topic: topic, Key: msgID, Begin: since - 1000})
 	if err != nil {
 		f.Logger.Debug().Err(err).Str("topic", topic).Str("id", msgID).Msg("dedupe lookup failed")
-		return batched.StoredAt{}, false
+		return nil, false
 	}
 	for i := len(found) - 1; i >= 0; i-- { // newest first: the first copy is the last one
 		if m := &found[i]; m.UniqKey == msgID && m.StoreTimestamp >= since {
-			return storedAt(m), true
+			return m, true
 		}
 	}
-	return batched.StoredAt{}, false
+	return nil, false
 }
 
 func storedAt(m *reader.Message) batched.StoredAt {

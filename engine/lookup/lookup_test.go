@@ -82,43 +82,53 @@ func TestFirstAndSince(t *testing.T) {
 	}
 }
 
-// TestRestartDedupeBounds: a restart dedupe exists only while the newest indexed record can be
-// within the window, and with dedupe and the IndexFile on; its lookups look back one window.
-func TestRestartDedupeBounds(t *testing.T) {
+// TestStoreDedupeBounds: the store dedupe exists only with dedupe and the IndexFile on, and,
+// when the appender drops no ids it cannot look up (no forgotten), only while the newest
+// indexed record can be within the window; its lookups look back one window.
+func TestStoreDedupeBounds(t *testing.T) {
 	c := &clock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
 	e := open(t, c)
 	stored := put(t, e, engine.Message{Topic: "orders", MsgID: "id-1", Body: []byte("1")})[0]
 	f, window := finder(e), 2*time.Minute
 	last := stored.StoreTimestamp
+	forgotten := func() (int64, int64) { return 0, 0 }
 	for _, off := range []struct {
 		name      string
 		last      int64
 		window    time.Duration
 		dedupeMax int
 		indexed   bool
+		forgotten func() (int64, int64)
 	}{
-		{"no record", 0, window, 0, true}, {"dedupe off", last, 0, 0, true},
-		{"no ids kept", last, window, -1, true}, {"no IndexFile", last, window, 0, false},
+		{"no record", 0, window, 0, true, nil}, {"dedupe off", last, 0, 0, true, forgotten},
+		{"no ids kept", last, window, -1, true, forgotten}, {"no IndexFile", last, window, 0, false, forgotten},
 	} {
 		f.Indexed = off.indexed
-		if d := f.RestartDedupe(off.last, off.window, off.dedupeMax, c.now); d != nil {
+		if d := f.StoreDedupe(off.last, off.window, off.dedupeMax, c.now, off.forgotten); d != nil {
 			t.Fatalf("%s: %+v", off.name, d)
 		}
 	}
 	f.Indexed = true
+	if d := f.StoreDedupe(0, window, 0, c.now, forgotten); d == nil || !d.RestartUntil.IsZero() {
+		t.Fatalf("an empty store whose appender may drop ids: %+v", d)
+	}
 	c.add(90 * time.Second)
-	d := f.RestartDedupe(last, window, 0, c.now)
-	if d == nil || !d.Until.Equal(time.UnixMilli(last).Add(window)) {
+	d := f.StoreDedupe(last, window, 0, c.now, nil)
+	if d == nil || !d.RestartUntil.Equal(time.UnixMilli(last).Add(window)) {
 		t.Fatalf("within the window: %+v", d)
 	}
 	if at, ok := d.Lookup("orders", "id-1"); !ok || at.PhysOffset != stored.PhysOffset {
 		t.Fatalf("lookup within the window: %+v %v", at, ok)
 	}
+	if at, ok := f.AppenderLookup("orders", "id-1", c.now().Add(-window).UnixMilli()); !ok || at.PhysOffset != stored.PhysOffset ||
+		at.Size != stored.Size || at.QueueOffset != stored.QueueOffset || at.StoreTimestamp != stored.StoreTimestamp {
+		t.Fatalf("the appender's lookup within the window: %+v %v", at, ok)
+	}
 	c.add(31 * time.Second) // 2 min 1 s after it: out of the window the lookups look back
 	if _, ok := d.Lookup("orders", "id-1"); ok {
 		t.Fatal("found a copy older than the window")
 	}
-	if d := f.RestartDedupe(last, window, 0, c.now); d != nil {
+	if d := f.StoreDedupe(last, window, 0, c.now, nil); d != nil {
 		t.Fatalf("past the window: %+v", d)
 	}
 }

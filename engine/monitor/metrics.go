@@ -90,7 +90,10 @@ var (
 	descBatches       = newDesc("append_batches_total", "Batches the appender took.")
 	descDuplicates    = newDesc("append_duplicates_total", "Messages answered from the dedupe window (same Nats-Msg-Id) and not stored again.")
 	descAppendErrors  = newDesc("append_errors_total", "Records the appender did not store (writes refused on a full disk, or a failed append).")
-	descDedupeSize    = newDesc("dedupe_window_ids", "Message ids held in the dedupe window.")
+	descDedupeSize    = newDesc("dedupe_window_ids", "Message ids held in the dedupe window's memory.")
+	descDedupeEvicted = newDesc("dedupe_evicted_early_total", "Message ids dropped from the dedupe window's memory before their window ended (--dedupe-max reached): with an IndexFile their retries are found there (dedupe_store_lookups_total), without one they are forgotten.")
+	descDedupeLookups = newDesc("dedupe_store_lookups_total", "Message ids looked up in the IndexFile for the dedupe window, by the stage: ingress (after a restart, and while ids past --dedupe-max are within their window) or append (the writer: a record ingress did not look up).", "stage")
+	descDedupeFound   = newDesc("dedupe_store_duplicates_total", "Duplicates those lookups found: answered with the first copy's position, not stored again.", "stage")
 	descSyncs         = newDesc("commitlog_syncs_total", "CommitLog syncs.")
 	descDiskUsed      = newDesc("disk_used_ratio", "Used fraction of the store's file system at the last check, rounded up to whole percent (absent while unknown).")
 	descDiskFree      = newDesc("disk_free_bytes", "Bytes available to the engine on the CommitLog's file system.")
@@ -142,6 +145,7 @@ var allDescs = []*prometheus.Desc{
 	descBuildInfo, descUp, descReady, descPhase,
 	descOffset, descDispatchLag, descFlushLag, descInbox, descInboxCap, descAckQueue, descAckQueueCap,
 	descRecords, descBytes, descBatches, descDuplicates, descAppendErrors, descDedupeSize, descSyncs,
+	descDedupeEvicted, descDedupeLookups, descDedupeFound,
 	descDiskUsed, descDiskFree, descDiskSize, descDiskThreshold, descRefusing, descDeletedFiles, descDeletedBytes,
 	descSegments, descSegmentSize, descQueues, descQueuesMapped, descIndexFiles,
 	descRecDuration, descRecRecords, descRecBytes, descRecCut, descRecClean,
@@ -208,6 +212,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDuplicates, s.Duplicates)
 	counter(descAppendErrors, s.AppendErrors)
 	gauge(descDedupeSize, float64(s.DedupeSize))
+	counter(descDedupeEvicted, s.DedupeEvicted)
+	counter(descDedupeLookups, s.DedupeLookups, "append")
+	counter(descDedupeFound, s.DedupeFound, "append")
 	counter(descSyncs, s.Syncs)
 	if sm := e.SyncMetrics(); sm != nil {
 		sm.duration.Collect(ch)
@@ -278,6 +285,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descCacheEvict, in.Routes.Evictions)
 		gauge(descRuleTopics, float64(in.Routes.RuleTopics))
 		counter(descOverflow, in.Routes.Overflowed)
+		counter(descDedupeLookups, in.StoreLookups, "ingress")
+		counter(descDedupeFound, in.StoreDuplicates, "ingress")
 	}
 	if st.server == nil {
 		return

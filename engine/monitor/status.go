@@ -80,6 +80,7 @@ type StatusCounters struct {
 	Duplicates     int64   `json:"duplicates"`
 	AppendErrors   int64   `json:"append_errors"`
 	DedupeSize     int     `json:"dedupe_size"`
+	DedupeEvicted  int64   `json:"dedupe_evicted_early"`
 	Syncs          int64   `json:"syncs"`
 	SyncsPerRecord float64 `json:"syncs_per_record"`
 }
@@ -198,7 +199,7 @@ func (m *Monitor) Status() Status {
 	out.Queues = &StatusQueues{AppendInbox: s.AppendInbox, AppendInboxCap: s.AppendInboxCap, AckQueue: s.AckQueue, AckQueueCap: s.AckQueueCap}
 	out.Counters = &StatusCounters{
 		Records: s.Records, Bytes: s.Bytes, Batches: s.Batches, Duplicates: s.Duplicates,
-		AppendErrors: s.AppendErrors, DedupeSize: s.DedupeSize, Syncs: s.Syncs, SyncsPerRecord: s.SyncsPerRecord,
+		AppendErrors: s.AppendErrors, DedupeSize: s.DedupeSize, DedupeEvicted: s.DedupeEvicted, Syncs: s.Syncs, SyncsPerRecord: s.SyncsPerRecord,
 	}
 	if sm := e.SyncMetrics(); sm != nil {
 		d, b := histogramSums(sm.duration), histogramSums(sm.size)

@@ -79,6 +79,10 @@ type Stats struct {
 	// window (not stored again), records refused (disk full), and the ids in the window.
 	Records, Bytes, Batches, Duplicates, AppendErrors int64
 	DedupeSize                                        int
+	// DedupeEvicted counts the ids dropped from the dedupe window's memory before their window
+	// ended; DedupeLookups the lookups in the store the writer made for such ids, DedupeFound
+	// the duplicates they found (ingress's own are in Ingress.StoreLookups).
+	DedupeEvicted, DedupeLookups, DedupeFound int64
 	// Syncs of the CommitLog so far, and syncs per stored record.
 	Syncs          int64
 	SyncsPerRecord float64

@@ -130,9 +130,10 @@ type Config struct {
 	// then an ordinary property) nor with QueueGroup (a stream split between engines could not
 	// be tracked).
 	Batched *batched.Config
-	// Restarted, when set, carries the dedupe window of publisher message ids across the
-	// engine's restart (RestartDedupe).
-	Restarted *RestartDedupe
+	// StoreDedupe, when set, carries the dedupe window of publisher message ids where the
+	// appender's memory does not reach: across the engine's restart, and past its bound
+	// (StoreDedupe).
+	StoreDedupe *StoreDedupe
 	// Partitions, when set, turns on partitioned ingest (route.Partitions, docs/SCALE-OUT.md): the
 	// subscriptions are the owned partitions' ("<Prefix>.<p>.>"; Subjects must be empty), a
 	// message's queue is its partition, every topic has Partitions.Count queues

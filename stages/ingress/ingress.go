@@ -81,8 +81,8 @@ type Ingress struct {
 	// Run (RunAcks), because the ack stage calls Done after Run has returned.
 	tracker     *batched.Tracker
 	acksStarted atomic.Bool
-	// restart counts the lookups of Config.Restarted (restartdedupe.go).
-	restart restartLookups
+	// restart counts the lookups of Config.StoreDedupe (storededupe.go).
+	restart storeLookups
 	// freeBatches holds the memory of batches done with, for the workers to reuse (batchmem.go).
 	freeBatches chan *batchMem
 	// freeEntries holds the entry slices of packs done with, for onPack to reuse (batchmem.go).

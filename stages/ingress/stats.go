@@ -44,10 +44,11 @@ type Stats struct {
 	Routes route.Stats
 	// Batched are the batched-ack counters (zero when batched acks are off).
 	Batched batched.Stats
-	// RestartLookups counts the message ids looked up in the store because a record stored
-	// before the start could still be within the dedupe window (Config.Restarted);
-	// RestartDuplicates those found there: answered as duplicates, not stored again.
-	RestartLookups, RestartDuplicates int64
+	// StoreLookups counts the message ids looked up in the store because a record stored before
+	// the start, or one whose id the appender dropped from memory, could still be within the
+	// dedupe window (Config.StoreDedupe); StoreDuplicates those found there: answered as
+	// duplicates, not stored again.
+	StoreLookups, StoreDuplicates int64
 }
 
 // counters are the shared atomic counters behind Stats.
@@ -76,8 +77,8 @@ func (in *Ingress) Stats() Stats {
 		ErrorReplies:       c.errReplies.Load(),
 		ReplyFailures:      c.replyFailures.Load(),
 		Routes:             in.router.Stats(),
-		RestartLookups:     in.restart.lookups.Load(),
-		RestartDuplicates:  in.restart.found.Load(),
+		StoreLookups:       in.restart.lookups.Load(),
+		StoreDuplicates:    in.restart.found.Load(),
 	}
 	for i, code := range codes {
 		if n := c.rejected[i].Load(); n > 0 {

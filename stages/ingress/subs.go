@@ -61,15 +61,19 @@ func (c *coreSource) refuse(m *nats.Msg, code int, err error) {
 
 // record builds the record of a message: one with the Rs-Seq header is a batched-ack stream's
 // (worker_batched.go); one whose Nats-Msg-Id the store had before this start is answered from
-// there (restartdedupe.go); any other is encoded (encode.go) and answered once stored.
+// there (storededupe.go); any other is encoded (encode.go) and answered once stored.
 func (c *coreSource) record(w *worker, b *batchBuild, j *job) {
+	var checked int64
 	if h := j.msg.Header; h != nil {
 		if vals := h[wire.HeaderSeq]; vals != nil {
 			w.batchedMsg(b, j, vals)
 			return
 		}
-		if c.in.cfg.Restarted != nil && w.answeredFromStore(j) {
-			return
+		if c.in.cfg.StoreDedupe != nil {
+			var answered bool
+			if answered, checked = w.answeredFromStore(j); answered {
+				return
+			}
 		}
 	}
 	rec, err := w.encode(j, b.born)
@@ -78,6 +82,7 @@ func (c *coreSource) record(w *worker, b *batchBuild, j *job) {
 		c.in.reject(j.msg, err)
 		return
 	}
+	rec.DedupeChecked = checked
 	b.recs = append(b.recs, rec)
 }
 
