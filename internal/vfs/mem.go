@@ -68,6 +68,8 @@ type Mem struct {
 	capacity int64              // bytes; 0 means memDefaultCapacity
 	used     int64              // sum of charged over all nodes
 	dirs     map[string]*memDir // every directory by clean path
+	syncs    int64              // sync calls that had something to sync (mem_crash.go)
+	cutAt    int64              // the sync call at which the power goes (0: never)
 }
 
 var _ FS = (*Mem)(nil)

@@ -2,6 +2,8 @@ package vfs
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"path"
@@ -35,6 +37,51 @@ type CrashOptions struct {
 	// changes: the garbage models a device tearing the write it was doing, not rotting data
 	// it had already acknowledged.
 	GarbageProb float64
+	// Writeback, when above zero, replaces the five fates of an unsynced page by two: written
+	// back whole with this probability, else lost whole. That is what the kernel's background
+	// writeback leaves when the power goes with no write in flight (Jepsen's LazyFS drops or
+	// keeps pages the same way), and it leaves the combinations a tear makes rarer: a record's
+	// first page without its second, an index file's slot page without its header page.
+	// GarbageProb still applies first.
+	Writeback float64
+}
+
+// ErrPowerCut is what a sync returns once the power is cut (Mem.CutPowerAt): nothing reaches
+// the disk any more.
+var ErrPowerCut = errors.New("vfs: the power is cut")
+
+// CutPowerAt makes the k-th sync call of the Mem (counted from 1 over its life, as Syncs
+// counts) and every later one fail with ErrPowerCut without making anything durable, as if the
+// power went just before it: the durable state stays as the k-1 syncs before left it, while
+// writes go on reaching only the current bytes. A crash image taken later is then one the cut
+// could leave: what was synced before it, with unsynced changes kept or lost as CrashImage
+// decides (a write after the cut is one the page cache took before the power went, and may be
+// lost). Cutting just after the k-th sync is cutting before the k+1-th. Zero or less: no cut.
+//
+// Only calls that have something to sync count: a Segment.Sync of an empty range or of a
+// ReadOnly segment changes nothing, and is neither counted nor refused.
+func (m *Mem) CutPowerAt(k int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cutAt = max(k, 0)
+}
+
+// Syncs is how many sync calls (Segment.Sync, File.Sync, SyncDir) the Mem has taken, those a
+// power cut refused included: a run's count is the range of its cut points.
+func (m *Mem) Syncs() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.syncs
+}
+
+// countSync counts one sync call and says whether the power is still on for it.
+// REQUIRES: m.mu held.
+func (m *Mem) countSync(op, name string) error {
+	m.syncs++
+	if m.cutAt > 0 && m.syncs >= m.cutAt {
+		return memPathErr(op, name, fmt.Errorf("sync %d, the cut came at %d: %w", m.syncs, m.cutAt, ErrPowerCut))
+	}
+	return nil
 }
 
 // SyncDir makes the durable entries of dir equal to its current ones.
@@ -44,6 +91,9 @@ func (m *Mem) SyncDir(dir string) error {
 	d, err := m.dir(dir)
 	if err != nil {
 		return memPathErr("sync", dir, err)
+	}
+	if err := m.countSync("sync", dir); err != nil {
+		return err
 	}
 	d.durable = maps.Clone(d.files)
 	p, _ := memClean(dir)
@@ -64,6 +114,9 @@ func (s *memSegment) Sync(from, to int64) error {
 	if s.mode == ReadOnly || from == to {
 		return nil
 	}
+	if err := m.countSync("msync", s.name); err != nil {
+		return err
+	}
 	if int64(len(n.durable)) < to {
 		n.durable = append(n.durable, make([]byte, int(to)-len(n.durable))...)
 	}
@@ -79,6 +132,9 @@ func (f *memFile) Sync() error {
 		return err
 	}
 	defer f.m.mu.Unlock()
+	if err := f.m.countSync("sync", f.name); err != nil {
+		return err
+	}
 	f.n.durable = slices.Clone(f.n.data)
 	f.n.durLen = len(f.n.data)
 	return nil
@@ -97,7 +153,8 @@ func (m *Mem) SyncedImage() *Mem {
 //   - Files: the durable bytes, with every 4096-byte page whose current bytes differ from them
 //     either lost (durable bytes), kept (current bytes), torn at a random cut (current bytes
 //     before it and durable after, or the other way round) or mixed sector by sector, each with
-//     probability 1/5, unless GarbageProb turned it to garbage first. A plain file whose length
+//     probability 1/5, unless GarbageProb turned it to garbage first (with Writeback: kept or
+//     lost whole, kept with probability Writeback). A plain file whose length
 //     was not synced takes its durable or its current length; bytes past the end of either
 //     version count as zeros.
 //
@@ -199,6 +256,12 @@ func crashPage(dst, cur []byte, rng *rand.Rand, opts CrashOptions) {
 			if dst[i] != cur[i] {
 				dst[i] = byte(rng.Uint32())
 			}
+		}
+		return
+	}
+	if opts.Writeback > 0 {
+		if rng.Float64() < opts.Writeback {
+			copy(dst, cur)
 		}
 		return
 	}
