@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
@@ -366,8 +367,13 @@ func (v *verifier) checkChain(c *chain, durable int64) {
 	switch {
 	case s.tail == commitlog.TailCorrupt:
 		why = reasonText(s.corrupt)
-		if ce, ok := errors.AsType[*commitlog.CorruptError](s.corrupt); ok && ce.Reason == commitlog.ReasonPropCRCMissing {
-			why += fmt.Sprintf(" (the checkpoint says the engine wrote every record in [%d, %d) with it: damage to its own name)", v.rule.From, v.rule.To)
+		if ce, ok := errors.AsType[*commitlog.CorruptError](s.corrupt); ok {
+			switch ce.Reason {
+			case commitlog.ReasonPropCRCMissing:
+				why += fmt.Sprintf(" (the checkpoint says the engine wrote every record %s with it: damage to its own name, or a record torn before it)", ruleRange(v.rule))
+			case commitlog.ReasonPropsMalformed:
+				why += fmt.Sprintf(" (the checkpoint says only the engine wrote past its durable offset %d, and the engine writes no such properties)", v.rule.OwnFrom)
+			}
 		}
 		if s.rmqRecords > 0 {
 			why += fmt.Sprintf("; RocketMQ's own recovery, which checks only the structure and the body CRC, keeps this record and %d more in [%d, %d)",
@@ -421,6 +427,14 @@ func (v *verifier) segmentName(phys int64) string {
 }
 
 func (v *verifier) logDir() string { return path.Join(v.opts.Dir, "commitlog") }
+
+// ruleRange describes where a rule requires the __CRC32# property.
+func ruleRange(r commitlog.PropCRCRule) string {
+	if r.To == math.MaxInt64 {
+		return fmt.Sprintf("from %d on", r.From)
+	}
+	return fmt.Sprintf("in [%d, %d)", r.From, r.To)
+}
 
 // reasonText describes a scan error without the package prefix and offset the CommitLog puts
 // in front (the problem carries the offset).

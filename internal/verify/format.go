@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
 )
 
 // WriteText writes the report for people: a summary of each part, the notes, the problems
@@ -24,7 +26,8 @@ func (r *Report) writeText(b *bufio.Writer, indent string) {
 	p("store %s", r.Store)
 	crc := "body CRC and whole-record CRC (where present)"
 	if l.PropCRC == "required in range" {
-		crc = fmt.Sprintf("body CRC and whole-record CRC (required in [%d, %d), elsewhere where present)", l.PropCRCFrom, l.PropCRCTo)
+		crc = fmt.Sprintf("body CRC and whole-record CRC (required %s, elsewhere where present)",
+			ruleRange(commitlog.PropCRCRule{From: l.PropCRCFrom, To: l.PropCRCTo}))
 	}
 	p("  commitlog     %d segments of %s: [%d, %d), %s records, %s; %s checked", l.Segments, Bytes(l.SegmentSize),
 		l.Start, l.End, count(l.Records), Bytes(l.Bytes), crc)

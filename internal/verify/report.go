@@ -130,7 +130,8 @@ type LogReport struct {
 	TailReason string `json:"tail_reason,omitempty"`
 	// PropCRC says how the whole-record CRC was checked: "required in range" (in [PropCRCFrom,
 	// PropCRCTo), where the checkpoint says the engine wrote it on every record, and where present
-	// elsewhere) or "where present".
+	// elsewhere) or "where present". PropCRCTo is 9223372036854775807 (no end) while the
+	// checkpoint says the engine wrote last: past its durable offset only the engine wrote too.
 	PropCRC     string `json:"prop_crc"`
 	PropCRCFrom int64  `json:"prop_crc_from"`
 	PropCRCTo   int64  `json:"prop_crc_to"`

@@ -42,6 +42,7 @@ const (
 	ReasonPropCRC               // the __CRC32# property does not match the record, or is malformed
 	ReasonPropCRCMissing        // the __CRC32# property is required but absent
 	ReasonPhysOffset            // PHYSICALOFFSET is not the record's position in the log
+	ReasonPropsMalformed        // the properties are not well formed where only the engine wrote
 )
 
 var reasonText = [...]string{
@@ -56,6 +57,7 @@ var reasonText = [...]string{
 	ReasonPropCRC:        "whole-record CRC (__CRC32#) mismatch",
 	ReasonPropCRCMissing: "whole-record CRC (__CRC32#) property missing",
 	ReasonPhysOffset:     "PHYSICALOFFSET is not the record's position",
+	ReasonPropsMalformed: "properties not well formed (torn inside them)",
 }
 
 // String returns a short description of r.
@@ -97,6 +99,8 @@ func (e *CorruptError) Error() string {
 		detail = fmt.Sprintf(": stored %d, computed %d", e.Got, e.Want)
 	case ReasonPhysOffset:
 		detail = fmt.Sprintf(": %d, at %d", e.Got, e.Want)
+	case ReasonPropsMalformed:
+		detail = fmt.Sprintf(" (from byte %d of %d)", e.Got, e.Want)
 	}
 	return fmt.Sprintf("commitlog: corrupt record at %d: %s%s", e.Off, e.Reason, detail)
 }

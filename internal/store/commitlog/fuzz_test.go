@@ -197,6 +197,23 @@ func FuzzProperties(f *testing.F) {
 		if again := Properties(AppendProperties(nil, JavaHashMapOrder(entries))).Map(); !maps.Equal(again, m) {
 			t.Fatalf("re-serialised map %v, want %v", again, m)
 		}
+		// Well formed: the entries, written again in order, are the bytes themselves; the
+		// longest well-formed prefix is well formed and is all of them only when they are.
+		if wf := p.wellFormedPrefix(); wf < 0 || wf > len(b) || !Properties(b[:wf]).WellFormed() || (wf == len(b)) != p.WellFormed() {
+			t.Fatalf("well-formed prefix %d of %q", wf, b)
+		}
+		if p.WellFormed() {
+			var again []byte
+			for n, v := range p.All() {
+				again = AppendProperty(again, string(n), string(v))
+			}
+			if !bytes.Equal(again, b) {
+				t.Fatalf("well-formed %q written again as %q", b, again)
+			}
+			if CheckProperty(name, value) == nil && !Properties(AppendProperty(bytes.Clone(b), name, value)).WellFormed() {
+				t.Fatalf("%q with the valid pair %q=%q appended is not well formed", b, name, value)
+			}
+		}
 		stripped := appendWithoutPropCRC(nil, b)
 		if n, _ := lenWithoutPropCRC(b); n != len(stripped) {
 			t.Fatalf("lenWithoutPropCRC %d, stripped %d", n, len(stripped))
@@ -310,7 +327,11 @@ func propertiesSeeds() [][]byte {
 		v, _ := Parse(r)
 		seeds = append(seeds, bytes.Clone(v.Properties()))
 	}
-	return append(seeds, []byte("\x01\x02\x01a\x01\x02b\x01c\x01d"), []byte("x\x02__CRC32#\x011234567890"))
+	return append(seeds, []byte("\x01\x02\x01a\x01\x02b\x01c\x01d"), []byte("x\x02__CRC32#\x011234567890"),
+		// Torn by a power cut: a record's first page on disk, its second not (zeros), the cut in
+		// a name, after a 0x01, inside a value.
+		[]byte("UNIQ_KEY\x01K1\x02NATS_SUBJ\x00\x00\x00\x00"), []byte("UNIQ_KEY\x01K1\x02NATS_SUBJ\x01\x00\x00"),
+		[]byte("NATS_SUBJ\x01orders.e\x00\x00\x00"))
 }
 
 func msgIDSeeds() []string {

@@ -2,7 +2,9 @@ package commitlog
 
 import (
 	"errors"
+	"math"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,26 +12,36 @@ import (
 )
 
 func TestNewPropCRCRule(t *testing.T) {
+	const end = math.MaxInt64
 	for _, c := range []struct {
 		from, durable int64
 		want          PropCRCRule
 	}{
-		{-1, 1000, PropCRCRule{}},       // not known: nowhere
-		{0, 1000, PropCRCRule{0, 1000}}, // the engine's records, up to what it synced
-		{500, 500, PropCRCRule{}},       // nothing durable since
-		{800, 500, PropCRCRule{}},       // claimed past the durable data: nothing to require
-		{0, 0, PropCRCRule{}},           // an empty store
-		{100, 1 << 62, PropCRCRule{100, 1 << 62}},
+		{-1, 1000, PropCRCRule{Own: true, OwnFrom: 1000}},                // not known: nowhere, but past durable only the engine wrote
+		{0, 1000, PropCRCRule{0, end, true, 1000}},                       // the engine's records, to the end of the log
+		{500, 500, PropCRCRule{500, end, true, 500}},                     // nothing durable since: still the engine's
+		{800, 500, PropCRCRule{800, end, true, 500}},                     // claimed past the durable data
+		{0, 0, PropCRCRule{0, end, true, 0}},                             // an empty store
+		{100, 1 << 62, PropCRCRule{100, end, true, 1 << 62}},             // a long log
+		{-1, -5, PropCRCRule{Own: true}},                                 // a damaged durable offset
+		{100, math.MaxInt64, PropCRCRule{100, end, true, math.MaxInt64}}, // nothing past durable
 	} {
-		r := NewPropCRCRule(c.from, c.durable)
-		if r != c.want || r.Empty() != (c.want == PropCRCRule{}) {
+		if r := NewPropCRCRule(c.from, c.durable); r != c.want {
 			t.Errorf("NewPropCRCRule(%d, %d) = %+v, want %+v", c.from, c.durable, r, c.want)
 		}
 	}
-	r := PropCRCRule{From: 100, To: 200}
+	if !(PropCRCRule{}).Empty() || (PropCRCRule{}).RequiresWellFormed(0) {
+		t.Error("the zero rule requires something")
+	}
+	r := PropCRCRule{From: 100, To: 200, Own: true, OwnFrom: 150}
 	for phys, want := range map[int64]bool{99: false, 100: true, 199: true, 200: false} {
 		if r.Requires(phys) != want {
 			t.Errorf("[100, 200) requires %d: %v", phys, !want)
+		}
+	}
+	for phys, want := range map[int64]bool{149: false, 150: true, 1 << 40: true} {
+		if r.RequiresWellFormed(phys) != want {
+			t.Errorf("well-formed from 150 at %d: %v", phys, !want)
 		}
 	}
 }
@@ -91,48 +103,150 @@ func rocketMQShapes(t testing.TB) [][]byte {
 }
 
 // TestRecoverRocketMQShapesPastTheRule: the engine's records (with __CRC32#) up to its durable
-// offset, then RocketMQ's (without): recovery keeps every one under the rule, says where the
-// last record without the property ends, and still cuts a torn record after them exactly.
+// offset, then RocketMQ's (without). Once RocketMQ has run on the store (its checkpoint
+// rewritten: the zero rule) recovery keeps every one, says where the last record without the
+// property ends, and still cuts a torn record after them exactly. While the checkpoint says the
+// engine wrote last, only the engine can have written past its durable offset, and a record
+// there without the property is taken for one torn before it.
 func TestRecoverRocketMQShapesPastTheRule(t *testing.T) {
-	fsys := vfs.NewMem()
-	l := openTestLog(t, fsys, "/s/commitlog", 1<<14)
-	for seq := range 40 {
-		if _, err := l.Append(encodeTest(t, seq, 150, true), int64(seq), 1, true); err != nil {
+	build := func(t *testing.T) (l *Log, durable, rmqEnd, tear, records int64) {
+		l = openTestLog(t, vfs.NewMem(), "/s/commitlog", 1<<14)
+		for seq := range 40 {
+			if _, err := l.Append(encodeTest(t, seq, 150, true), int64(seq), 1, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		durable = l.MaxOffset()
+		shapes := rocketMQShapes(t)
+		for round := range 6 { // enough to cross a segment
+			for i, rec := range shapes {
+				phys, err := l.Append(rec, int64(100+round*len(shapes)+i), 2, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rmqEnd = phys + int64(len(rec))
+			}
+		}
+		if err := l.Flush(l.MaxOffset()); err != nil {
 			t.Fatal(err)
 		}
+		if len(l.Queue().Files()) < 2 {
+			t.Fatal("RocketMQ's records did not cross a segment")
+		}
+		// A torn record after them: its first 60 bytes.
+		f := l.Queue().Last()
+		tear = l.MaxOffset()
+		torn := encodeTest(t, 99, 150, false)
+		copy(f.Data()[tear-f.Base():], torn[:60])
+		return l, durable, rmqEnd, tear, int64(40 + 6*len(shapes))
 	}
-	durable := l.MaxOffset()
-	shapes := rocketMQShapes(t)
-	var rmqEnd int64
-	for round := range 6 { // enough to cross a segment
-		for i, rec := range shapes {
-			phys, err := l.Append(rec, int64(100+round*len(shapes)+i), 2, false)
+	t.Run("RocketMQ ran", func(t *testing.T) {
+		l, durable, rmqEnd, tear, records := build(t)
+		res, err := l.Recover(RecoverOptions{PropCRC: PropCRCRule{}, Sealed: durable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.End != tear || res.Tail != TailCorrupt || res.Records != records || res.NoPropCRCEnd != rmqEnd {
+			t.Fatalf("recovered %+v, want the end at the tear %d after %d records, the last without __CRC32# ending at %d",
+				res, tear, records, rmqEnd)
+		}
+	})
+	t.Run("the engine wrote last", func(t *testing.T) {
+		l, durable, _, _, _ := build(t)
+		res, err := l.Recover(RecoverOptions{PropCRC: NewPropCRCRule(0, durable), Sealed: durable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ce, ok := errors.AsType[*CorruptError](res.Corrupt)
+		if res.End != durable || res.Records != 40 || !ok || ce.Reason != ReasonPropCRCMissing {
+			t.Fatalf("recovered %+v, want the end at the durable offset %d, where the property is missing", res, durable)
+		}
+	})
+}
+
+// TestRecoverCutsRecordTornInItsProperties: a record past the durable offset whose first page
+// reached the disk and whose second did not, so that its properties stop after an entry and
+// zeros follow; its body (in the first page) passes its CRC. While the engine wrote last,
+// recovery cuts it, for the missing __CRC32# when the engine writes it and for the malformed
+// properties when it does not (NoPropCRC: the rule has no CRC range); once RocketMQ ran it is
+// RocketMQ's to read, and kept on its body CRC as RocketMQ keeps it.
+func TestRecoverCutsRecordTornInItsProperties(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		propCRC bool
+		rule    func(durable int64) PropCRCRule
+		cut     Reason
+	}{
+		{"engine", true, func(d int64) PropCRCRule { return NewPropCRCRule(0, d) }, ReasonPropCRCMissing},
+		{"engine without __CRC32#", false, func(d int64) PropCRCRule { return NewPropCRCRule(-1, d) }, ReasonPropsMalformed},
+		{"RocketMQ ran", true, func(int64) PropCRCRule { return PropCRCRule{} }, ReasonNone},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := openTestLog(t, vfs.NewMem(), "/s/commitlog", 1<<16)
+			for seq := range 5 {
+				if _, err := l.Append(encodeTest(t, seq, 150, c.propCRC), int64(seq), 1, c.propCRC); err != nil {
+					t.Fatal(err)
+				}
+			}
+			durable := l.MaxOffset()
+			m := &Message{Topic: "orders", BornHost: testBorn, StoreHost: testStore, Body: []byte("body"),
+				Properties: AppendProperty(AppendProperty(nil, "NATS_SUBJ", "orders.eu"), PropUniqKey, "K1")}
+			rec, err := AppendRecord(nil, m, EncodeOptions{PropCRC: c.propCRC})
 			if err != nil {
 				t.Fatal(err)
 			}
-			rmqEnd = phys + int64(len(rec))
-		}
+			phys, err := l.Append(rec, 5, 1, c.propCRC)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, release, err := l.Read(phys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The page boundary falls right after "NATS_SUBJ": the rest of the record is zeros.
+			keep := len(v.Bytes()) - len(v.Properties()) + len("NATS_SUBJ")
+			release()
+			f := l.Queue().Last()
+			clear(f.Data()[phys-f.Base()+int64(keep) : phys-f.Base()+int64(len(rec))])
+			if _, _, err := CheckRecord(f.Data()[phys-f.Base():], Check{}); err != nil {
+				t.Fatalf("the torn record fails its own checks, so this tests nothing: %v", err)
+			}
+			res, err := l.Recover(RecoverOptions{PropCRC: c.rule(durable), Sealed: durable})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.cut == ReasonNone {
+				if res.End != phys+int64(len(rec)) || res.Records != 6 {
+					t.Fatalf("recovered %+v, want the record kept", res)
+				}
+				return
+			}
+			ce, ok := errors.AsType[*CorruptError](res.Corrupt)
+			if res.End != phys || res.Records != 5 || !ok || ce.Reason != c.cut {
+				t.Fatalf("recovered %+v, want the end at the torn record %d for %v", res, phys, c.cut)
+			}
+		})
 	}
-	if err := l.Flush(l.MaxOffset()); err != nil {
-		t.Fatal(err)
-	}
-	records := int64(40 + 6*len(shapes))
-	if len(l.Queue().Files()) < 2 {
-		t.Fatal("RocketMQ's records did not cross a segment")
-	}
-	// A torn record after them: its first 60 bytes.
-	f := l.Queue().Last()
-	tear := l.MaxOffset()
-	torn := encodeTest(t, 99, 150, false)
-	copy(f.Data()[tear-f.Base():], torn[:60])
+}
 
-	res, err := l.Recover(RecoverOptions{PropCRC: NewPropCRCRule(0, durable), Sealed: durable})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.End != tear || res.Tail != TailCorrupt || res.Records != records || res.NoPropCRCEnd != rmqEnd {
-		t.Fatalf("recovered %+v, want the end at the tear %d after %d records, the last without __CRC32# ending at %d",
-			res, tear, records, rmqEnd)
+func TestPropertiesWellFormed(t *testing.T) {
+	for p, want := range map[string]bool{
+		"":                            true,
+		"A\x01b\x02":                  true,
+		"A\x01b\x02C\x01dd\x02":       true,
+		"__CRC32#\x010123456789\x02":  true,
+		"A\x01b":                      false, // no 0x02 at the end
+		"A\x01b\x02\x00\x00":          false, // zeros after an entry
+		"A\x01b\x02NATS_SUBJ\x00\x00": false, // cut inside a name
+		"A\x01\x02":                   false, // empty value
+		"\x01b\x02":                   false, // empty name
+		"A\x02":                       false, // no 0x01
+		"\x02":                        false,
+		"A\x01b\x01c\x02":             true, // the value is everything after the first 0x01
+	} {
+		if got := Properties(p).WellFormed(); got != want {
+			t.Errorf("WellFormed(%q) = %v", p, got)
+		}
 	}
 }
 
@@ -179,11 +293,11 @@ func TestRecoverRequiresPropCRCInsideTheRule(t *testing.T) {
 			t.Fatalf("corrupt %v", res.Corrupt)
 		}
 	})
-	t.Run("past the rule", func(t *testing.T) {
-		// Past the durable offset the record might be another writer's: it is kept on its body
-		// CRC, as RocketMQ keeps it.
+	t.Run("after RocketMQ ran", func(t *testing.T) {
+		// Once RocketMQ has run on the store, records without the property are RocketMQ's to
+		// write: the record is kept on its body CRC, as RocketMQ keeps it.
 		l, at := build(t)
-		res, err := l.Recover(RecoverOptions{PropCRC: NewPropCRCRule(0, at[10])})
+		res, err := l.Recover(RecoverOptions{PropCRC: PropCRCRule{}})
 		if err != nil || res.End != l.MaxOffset() || res.Records != 30 || res.NoPropCRCEnd != at[11] {
 			t.Fatalf("Recover = %+v, %v", res, err)
 		}
@@ -208,5 +322,20 @@ func TestCheckPlaced(t *testing.T) {
 	}
 	if err := CheckPlaced(0, 2000, vo, PropCRCRule{From: 500, To: 2000}); err != nil {
 		t.Fatalf("missing past the rule: %v", err)
+	}
+	// Well-formed properties where only the engine wrote: the record without the entry passes,
+	// the same record with its last 0x02 turned to zero does not, and does outside that range.
+	own := PropCRCRule{Own: true, OwnFrom: 2000}
+	if err := CheckPlaced(0, 2000, vo, own); err != nil {
+		t.Fatalf("well formed: %v", err)
+	}
+	torn := slices.Clone(without)
+	torn[len(torn)-1] = 0
+	vt, _ := Parse(torn)
+	if err := CheckPlaced(0, 2000, vt, own); err == nil || err.(*CorruptError).Reason != ReasonPropsMalformed {
+		t.Fatalf("torn in the engine's range: %v", err)
+	}
+	if err := CheckPlaced(0, 2000, vt, PropCRCRule{Own: true, OwnFrom: 2001}); err != nil {
+		t.Fatalf("torn below the engine's range: %v", err)
 	}
 }

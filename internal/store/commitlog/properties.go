@@ -109,6 +109,31 @@ func (p Properties) Map() map[string]string {
 	}
 }
 
+// WellFormed says p is what the engine writes: nothing, or entries of a non-empty name, 0x01, a
+// non-empty value and 0x02, the last entry's 0x02 included (CheckProperty keeps separators out of
+// names and values). RocketMQ's messageProperties2String writes the same shape, but its parser
+// takes anything, skipping what does not parse, so only where the engine alone wrote can the
+// shape be required (PropCRCRule). A record torn inside its properties (cut off, then zeros)
+// fails it: its last byte is not 0x02, or its last entry has no 0x01.
+func (p Properties) WellFormed() bool { return p.wellFormedPrefix() == len(p) }
+
+// wellFormedPrefix is the length of the longest prefix of p made of whole well-formed entries.
+func (p Properties) wellFormedPrefix() int {
+	n := 0
+	for rest := p; len(rest) > 0; {
+		end := bytes.IndexByte(rest, PropertySeparator)
+		if end < 0 {
+			return n
+		}
+		if k := bytes.IndexByte(rest[:end], NameValueSeparator); k < 1 || k >= end-1 {
+			return n
+		}
+		n += end + 1
+		rest = rest[end+1:]
+	}
+	return n
+}
+
 // AppendProperty appends one entry, `name 0x01 value 0x02`. It does not check the pair; see
 // CheckProperty.
 func AppendProperty(dst []byte, name, value string) []byte {

@@ -107,7 +107,7 @@ func (l *Log) Recover(opts RecoverOptions) (Recovered, error) {
 		})
 		if tail == TailStopped {
 			ce, ok := errors.AsType[*CorruptError](err)
-			if !ok || (ce.Reason != ReasonPhysOffset && ce.Reason != ReasonPropCRCMissing) {
+			if !ok || !Placed(ce.Reason) {
 				return res, err
 			}
 			tail = TailCorrupt
