@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"sync"
 	"time"
@@ -116,11 +117,27 @@ func (e *recoverer) run(cp checkpoint.Checkpoint, clean bool) (map[appender.Queu
 			return nil, fmt.Errorf("check consumequeues: %w", err)
 		}
 	}
-	if e.Index != nil && ext.Valid && !clean {
-		// The newest IndexFile's unflushed tail may be torn, and a slot pointing at a lost entry
-		// hides every older entry of its chain: keep the sound entries below from, relink the
-		// chains, and re-index what was dropped below from (re-dispatch does the rest).
-		rebuildFrom, dropped, err := e.Index.RelinkLast(from)
+	if e.Index != nil && !clean {
+		if !ext.Valid {
+			// RocketMQ's rule after an abnormal exit: index files newer than the checkpoint may
+			// lack entries that never reached the disk.
+			dropped, err := e.Index.DropNewerThan(cp.IndexMsgTimestamp)
+			if err != nil {
+				return nil, err
+			}
+			rep.IndexDropped = append(rep.IndexDropped, dropped...)
+		}
+		// The newest IndexFile's unflushed part may be torn, its slot page may have reached the
+		// disk without its header (slots naming entries past the count, which the writer would
+		// fill again), and a slot pointing at a lost entry hides every older entry of its
+		// chain: keep the sound entries below from (all the sound ones without our offsets),
+		// rebuild the slots and chains from them, and re-index what was dropped below from
+		// (re-dispatch does the rest).
+		before := int64(math.MaxInt64)
+		if ext.Valid {
+			before = from
+		}
+		rebuildFrom, dropped, err := e.Index.RelinkLast(before, e.storeTime)
 		if err != nil {
 			return nil, fmt.Errorf("relink index: %w", err)
 		}
@@ -130,15 +147,6 @@ func (e *recoverer) run(cp checkpoint.Checkpoint, clean bool) (map[appender.Queu
 				return nil, fmt.Errorf("re-index from %d: %w", rebuildFrom, err)
 			}
 		}
-	}
-	if e.Index != nil && !ext.Valid && !clean {
-		// RocketMQ's rule after an abnormal exit: index files newer than the checkpoint may
-		// lack entries that never reached the disk.
-		dropped, err := e.Index.DropNewerThan(cp.IndexMsgTimestamp)
-		if err != nil {
-			return nil, err
-		}
-		rep.IndexDropped = append(rep.IndexDropped, dropped...)
 	}
 
 	builder := e.Builder
@@ -284,6 +292,16 @@ func (e *recoverer) unitVerifier(from int64) func(*consumequeue.ConsumeQueue, in
 		k, ok := first[appender.QueueKey{Topic: cq.Topic(), QueueID: cq.QueueID()}]
 		return !ok || n < k
 	}
+}
+
+// storeTime is the store timestamp of the record at phys, for the IndexFile's header.
+func (e *recoverer) storeTime(phys int64) (int64, bool) {
+	v, release, err := e.Log.Read(phys)
+	if err != nil {
+		return 0, false
+	}
+	defer release()
+	return v.StoreTimestamp(), true
 }
 
 // unitMatchesRecord says whether unit n of cq names a record of that queue at that offset.

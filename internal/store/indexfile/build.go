@@ -80,6 +80,12 @@ func (s *Service) writable() (f *File, filled int64, err error) {
 		prevName        string
 	)
 	if last != nil {
+		// The full file is durable, header and slots included, before the next one exists:
+		// recovery repairs only the newest file's unflushed part (RelinkLast), so a crash must
+		// never keep a newer file after one whose slot page reached the disk without its header.
+		if err := last.Flush(); err != nil {
+			return nil, 0, err
+		}
 		prevPhy, prevTS, filled = last.EndPhyOffset(), last.EndTimestamp(), last.EndTimestamp()
 		prevName = path.Base(last.Name())
 	}
@@ -98,12 +104,18 @@ func (s *Service) writable() (f *File, filled int64, err error) {
 }
 
 // create makes the next file, named by the clock but always after prevName, and makes its
-// directory entry durable: a checkpoint written later must never outlive the file.
+// header and its directory entry durable: a checkpoint written later must never outlive the
+// file, and a crash must never keep the file without the end values it inherits, with which the
+// writer skips what the previous file indexed (without them it would index it all again, out
+// of CommitLog order).
 func (s *Service) create(prevName string, prevPhy, prevTS int64) (*File, error) {
 	name := nextName(s.opts.Now(), s.opts.Location, prevName)
 	for try := 0; ; try++ {
 		f, err := CreateFile(s.opts.FS, path.Join(s.opts.Dir, name), s.opts.Geometry, s.step, prevPhy, prevTS)
 		if err == nil {
+			if err := f.Flush(); err != nil {
+				return nil, errors.Join(err, f.Close(), s.opts.FS.Remove(f.Name()))
+			}
 			if err := s.opts.FS.SyncDir(s.opts.Dir); err != nil {
 				return nil, errors.Join(err, f.Close(), s.opts.FS.Remove(f.Name()))
 			}

@@ -33,9 +33,14 @@ func TestFaults(t *testing.T) {
 
 			want := []int64{5, 4, 3, 2, 1, 0}
 			switch op {
-			case vfs.OpCreateSegment, vfs.OpSyncDir, vfs.OpReserve:
+			case vfs.OpCreateSegment, vfs.OpSyncDir, vfs.OpReserve, vfs.OpSegmentSync:
+				// A roll flushes the full file, creates the next one, syncs its header and its
+				// directory entry: any of them failing fails the roll.
 				if !errors.Is(buildErr, vfs.ErrInjected) {
 					t.Fatalf("BuildHashes: %v", buildErr)
+				}
+				if op == vfs.OpSegmentSync && !errors.Is(flushErr, vfs.ErrInjected) {
+					t.Fatalf("Flush: %v", flushErr)
 				}
 				wantFiles := 1
 				if op == vfs.OpReserve {
@@ -49,11 +54,7 @@ func TestFaults(t *testing.T) {
 						t.Fatalf("a file whose entry could not be synced was left: %v", ents)
 					}
 				}
-				build(t, s, 4, t0+4, "k") // re-dispatch
-			case vfs.OpSegmentSync:
-				if buildErr != nil || !errors.Is(flushErr, vfs.ErrInjected) {
-					t.Fatalf("BuildHashes %v, Flush %v", buildErr, flushErr)
-				}
+				build(t, s, 4, t0+4, "k")         // re-dispatch
 				if err := s.Flush(); err != nil { // still dirty: the next flush syncs it
 					t.Fatalf("Flush after the fault: %v", err)
 				}

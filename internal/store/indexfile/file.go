@@ -218,7 +218,10 @@ func (f *File) PutHash(keyHash int32, phyOffset, storeTimestamp int64) error {
 
 	slotAt := f.geo.SlotOffset(keyHash % f.geo.Slots)
 	prev := f.loadSlot(slotAt)
-	if prev <= 0 || prev > n {
+	// Entries below n are the ones written; a slot at n or past it is stale (its page reached
+	// the disk without the header's count): linking to it would make entry n its own
+	// predecessor. RocketMQ's putKey lets n through.
+	if prev <= 0 || prev >= n {
 		prev = 0
 	}
 	begin := f.beginTS.Load()

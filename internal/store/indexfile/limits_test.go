@@ -20,7 +20,7 @@ func TestRelinkEndSaturates(t *testing.T) {
 	f.wmu.Lock()
 	f.setInt64(&f.beginTS, offBeginTimestamp, math.MaxInt64-500)
 	f.wmu.Unlock()
-	kept, dropped, err := f.Relink(func(no int32, _ Entry) bool { return no < 3 }, 0, 0)
+	kept, dropped, err := f.Relink(func(no int32, _ Entry) bool { return no < 3 }, 0, 0, nil)
 	if err != nil || kept != 2 || dropped != 1 {
 		t.Fatalf("relink: kept %d, dropped %d, %v", kept, dropped, err)
 	}

@@ -483,7 +483,7 @@ func TestRelinkLastAfterTornEntry(t *testing.T) {
 	f := s.Files()[len(s.Files())-1]
 	// Entry 12 (u11) is lost: zeroed, as an unsynced page that never reached the disk.
 	clear(f.data[f.geo.EntryOffset(12) : f.geo.EntryOffset(12)+EntrySize])
-	from, dropped, err := s.RelinkLast(1500) // re-dispatch would start at u15
+	from, dropped, err := s.RelinkLast(1500, nil) // re-dispatch would start at u15
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -509,7 +509,7 @@ func TestRelinkLastAfterTornEntry(t *testing.T) {
 			t.Errorf("u%d after re-indexing: %v", i, got)
 		}
 	}
-	if _, dropped, err := s.RelinkLast(1 << 40); err != nil || dropped != 0 {
+	if _, dropped, err := s.RelinkLast(1<<40, nil); err != nil || dropped != 0 {
 		t.Fatalf("relink of an intact file dropped %d: %v", dropped, err)
 	}
 }
