@@ -1,6 +1,7 @@
 package consumequeue
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -253,6 +254,18 @@ func (cq *ConsumeQueue) scrub(q *segment.Queue, f *segment.File, from, to int64)
 	return nil
 }
 
+// dataLen is the length of b without its trailing zero bytes, eight at a time.
+func dataLen(b []byte) int64 {
+	i := len(b)
+	for i >= 8 && binary.LittleEndian.Uint64(b[i-8:i]) == 0 {
+		i -= 8
+	}
+	for i > 0 && b[i-1] == 0 {
+		i--
+	}
+	return int64(i)
+}
+
 func allZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {
@@ -361,9 +374,10 @@ func (cq *ConsumeQueue) DeleteExpired(minCommitLogOffset int64) (int, error) {
 
 // ZeroPastEnd zeroes, and syncs, whatever non-zero bytes follow the queue's end in the file
 // that holds it. Recover leaves such bytes alone (units a crash stranded behind a lost page, as
-// RocketMQ does; the engine's recovery checks every unit it keeps against its record), but a
-// rebuild that appends units up to them joins them to the queue: an offline repair that
-// appends clears them first. It reads the rest of that one file.
+// RocketMQ does), but a queue that is written up to them, and a crash that then keeps its new
+// units and loses the last of them, joins them to the queue: the engine's recovery after an
+// unclean exit and an offline repair that appends clear them first. It reads only the parts of
+// the rest of that one file that the file system says may hold data.
 func (cq *ConsumeQueue) ZeroPastEnd() error {
 	q, done, err := cq.useToChange("zero past the end of")
 	if err != nil {
@@ -379,9 +393,13 @@ func (cq *ConsumeQueue) ZeroPastEnd() error {
 	}
 	from := last.Wrote()
 	data := last.Data()[:last.Size()]
-	to := int64(len(data))
-	for to > from && data[to-1] == 0 {
-		to--
+	to := from
+	for _, x := range last.DataExtents(from) {
+		if lo, hi := max(x.Off, to), min(x.End, int64(len(data))); lo < hi {
+			if n := dataLen(data[lo:hi]); n > 0 {
+				to = lo + n
+			}
+		}
 	}
 	to = min((to+UnitSize-1)/UnitSize*UnitSize, int64(len(data)))
 	err = cq.scrub(q, last, from, to)

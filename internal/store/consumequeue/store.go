@@ -252,6 +252,11 @@ func (s *Store) TruncateUnverifiedAll(from int64, verify func(cq *ConsumeQueue, 
 	})
 }
 
+// ZeroPastEndAll runs ZeroPastEnd on every queue (recovery after an unclean exit).
+func (s *Store) ZeroPastEndAll() error {
+	return s.each(func(cq *ConsumeQueue) error { return cq.ZeroPastEnd() })
+}
+
 // CorrectMinOffsetAll runs CorrectMinOffset on every queue (recovery step 5).
 func (s *Store) CorrectMinOffsetAll(minCommitLogOffset int64) error {
 	return s.each(func(cq *ConsumeQueue) error { return cq.CorrectMinOffset(minCommitLogOffset) })

@@ -504,11 +504,25 @@ func (q *Queue) TruncateTo(off int64) error {
 	}
 	rest := append([]*File(nil), fs[:keep]...)
 	q.files.Store(&rest)
+	// From the last file back, the directory synced after each removal, stopping at the first
+	// failure: whatever a crash keeps of the removals, the files left are a gap-free run from
+	// the first. Removals made durable together in no particular order (entry by entry) could
+	// keep a later file without an earlier one, a queue with a hole, which the next open
+	// refuses.
 	var errs []error
-	for _, f := range fs[keep:] {
-		errs = append(errs, q.opts.FS.Remove(f.Name()), f.Release())
+	for i := len(fs) - 1; i >= keep; i-- {
+		if err := q.opts.FS.Remove(fs[i].Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("segment: delete %s: %w", fs[i].Name(), err))
+			break
+		}
+		if err := q.opts.FS.SyncDir(q.opts.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("segment: delete %s: %w", fs[i].Name(), err))
+			break
+		}
 	}
-	errs = append(errs, q.opts.FS.SyncDir(q.opts.Dir))
+	for _, f := range fs[keep:] {
+		errs = append(errs, f.Release())
+	}
 	q.flushedWhere.Store(off)
 	return errors.Join(errs...)
 }

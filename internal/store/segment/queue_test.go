@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -494,5 +495,32 @@ func TestDeleteFirstStopsAtFailedUnlink(t *testing.T) {
 	defer q2.Close()
 	if q2.MinOffset() != testSize || len(q2.Files()) != 5 {
 		t.Fatalf("reopened from %d with %d files", q2.MinOffset(), len(q2.Files()))
+	}
+}
+
+// TestTruncateToLeavesNoHole: a truncation that removes three later files, with the power cut
+// at each of its directory syncs in turn, and crash images that keep unsynced removals entry by
+// entry: whatever survives opens, a gap-free run of files from the first (the later files go
+// from the last back, each removal synced before the next).
+func TestTruncateToLeavesNoHole(t *testing.T) {
+	for cut := int64(1); cut <= 4; cut++ {
+		for seed := range uint64(20) {
+			fsys := vfs.NewMem()
+			q := openQueue(t, fsys, "/q", 0)
+			fill(t, q, 4*testSize-10)
+			if err := q.Flush(q.MaxOffset()); err != nil {
+				t.Fatal(err)
+			}
+			fsys.CutPowerAt(fsys.Syncs() + cut)
+			_ = q.TruncateTo(5) // fails at the cut
+			q.Close()
+			img := fsys.CrashImage(rand.New(rand.NewPCG(seed, uint64(cut))), vfs.CrashOptions{UnsyncedDirChanges: true})
+			r, err := Open(Options{FS: img, Dir: "/q", FileSize: testSize})
+			if err != nil {
+				ents, _ := img.ReadDir("/q")
+				t.Fatalf("cut at the truncation's sync %d, seed %d: %v (files %v)", cut, seed, err, ents)
+			}
+			r.Close()
+		}
 	}
 }
