@@ -242,6 +242,7 @@ func (e *Engine) start(next map[appender.QueueKey]int64, ckp *flushers.Checkpoin
 	if o.FlushMode == FlushAsync {
 		e.flusher.Mode = flushers.Async
 		limit, level = e.written, e.written
+		ckp.Urgent = e.flusher.Urgent // a checkpoint never records a dispatched offset past the durable one
 	}
 	// The appender hands each round's records to dispatch, which then need not read them back.
 	// 256 Ki records (about 16 MiB) are far more than dispatch lags by in steady state; a full

@@ -48,6 +48,10 @@ type Checkpointer struct {
 	// PropCRCFrom is the CommitLog offset from which every record carries the whole-record CRC
 	// (-1: not every record does), recorded for recovery.
 	PropCRCFrom int64
+	// Urgent, in async mode, is the CommitLog flusher's: a thorough flush asks it to sync what
+	// dispatch has passed, so that no unit, entry or checkpoint it makes durable is ahead of the
+	// records. Nil in sync mode, where dispatch follows Durable.
+	Urgent chan<- struct{}
 
 	// RocketMQ defaults: 1 s, 2 pages, 60 s.
 	Interval         time.Duration
@@ -117,6 +121,24 @@ func (c *Checkpointer) Thorough() error {
 	// Read the marks before flushing: what is flushed covers at least them.
 	dispatched, ts, indexTS := c.Dispatched.Load(), c.Info.LastStoreTimestamp(), c.Info.IndexFilled()
 	durable := c.Durable.Load()
+	if dispatched > durable && c.Urgent != nil {
+		// Async: dispatch follows the written offset. Have the log synced past what is about to
+		// be flushed and recorded (the flusher fails Durable if it stops, which ends the wait).
+		select {
+		case c.Urgent <- struct{}{}:
+		default: // one is pending, and covers this
+		}
+		_ = c.Durable.Wait(context.Background(), dispatched) // failed: the clamp below
+		durable = c.Durable.Load()
+	}
+	// Recovery scans the log from the dispatched offset, so it must never pass the durable one:
+	// a power cut loses what was written and not synced, which a scan from past it would take
+	// for a clean end, leaving a hole of lost records below it (and units naming them) in the
+	// log that goes on from there. The timestamps then describe records that may be lost: only
+	// the offsets are kept from them.
+	if dispatched > durable {
+		dispatched, ts, indexTS = durable, c.last.PhysicMsgTimestamp, c.last.IndexMsgTimestamp
+	}
 	if err := c.ConsumeQueues.FlushAll(0); err != nil {
 		return err
 	}

@@ -176,16 +176,26 @@ func (e *recoverer) run(cp checkpoint.Checkpoint, clean bool) (map[appender.Queu
 	if err := e.ConsumeQueues.TruncateDirtyAll(res.End); err != nil {
 		return nil, fmt.Errorf("truncate consumequeues: %w", err)
 	}
+	if !clean {
+		// Units written after a queue's last flush can reach the disk past a lost page (the
+		// kernel writes mapped pages back in no order): stranded past the queue's end, they
+		// would join it once it is written up to them.
+		if err := e.ConsumeQueues.ZeroPastEndAll(); err != nil {
+			return nil, fmt.Errorf("clear consumequeues past their ends: %w", err)
+		}
+	}
 	if e.Index != nil {
 		dropped, rebuildFrom, err := e.Index.DropPast(res.End)
 		if err != nil {
 			return nil, err
 		}
 		rep.IndexDropped = append(rep.IndexDropped, dropped...)
-		if rebuildFrom >= 0 && rebuildFrom < res.Start {
-			// Rebuild the dropped files' entries below the new end; the ConsumeQueues skip
+		if rebuildFrom >= 0 && rebuildFrom < res.End {
+			// Rebuild the dropped files' entries below the new end, the scanned range included:
+			// the scan indexed nothing below the end of the files it found (the index writer
+			// skips what it takes for indexed), and those were dropped. The ConsumeQueues skip
 			// what they already hold.
-			if _, err := e.Log.Each(max(rebuildFrom, e.Log.MinOffset()), res.Start, commitlog.Check{}, builder.Apply); err != nil {
+			if _, err := e.Log.Each(max(rebuildFrom, e.Log.MinOffset()), res.End, commitlog.Check{}, builder.Apply); err != nil {
 				return nil, fmt.Errorf("rebuild index: %w", err)
 			}
 		}
@@ -220,7 +230,8 @@ func PropCRCFrom(cp checkpoint.Checkpoint) int64 {
 	return cp.Ext.PropCRCFrom
 }
 
-// extension is what recovery takes from the checkpoint's extension. After RocketMQ ran on the
+// extension is what recovery takes from the checkpoint's extension: its dispatched offset, never
+// past its durable one (what the scan may start from). After RocketMQ ran on the
 // store (Rewritten) the offsets are a lower bound: RocketMQ may have appended records after them,
 // which the scan from there finds and re-dispatches, so they are never a reason to drop
 // anything. The scan then starts no later than the ConsumeQueues' end (RocketMQ's own view of
@@ -229,7 +240,14 @@ func PropCRCFrom(cp checkpoint.Checkpoint) int64 {
 // for a torn tail. Where neither holds, recovery goes by RocketMQ's fields alone.
 func (e *recoverer) extension(cp checkpoint.Checkpoint, cqEnd int64) checkpoint.Ext {
 	ext := cp.Ext
-	if !ext.Valid || !ext.Rewritten {
+	if !ext.Valid {
+		return ext
+	}
+	// Only what was durable is certain to be there: a scan from a dispatched offset past the
+	// durable one (an async engine's checkpoint before this rule) would start past records a
+	// power cut lost and take their absence for a clean end.
+	ext.DispatchedOffset = min(ext.DispatchedOffset, ext.DurableOffset)
+	if !ext.Rewritten {
 		return ext
 	}
 	ext.DispatchedOffset = min(ext.DispatchedOffset, cqEnd)
