@@ -107,6 +107,46 @@ func FuzzSelect(f *testing.F) {
 				t.Fatalf("put %d: query %v does not start with it", i, got)
 			}
 		}
+
+		// The same bytes relinked as recovery does after a crash (header, slots and entries all
+		// possibly torn): the header then counts exactly the entries kept, every link and slot
+		// names an entry kept and older, and puts after it never link an entry to itself.
+		rfs := vfs.NewMem()
+		rh, err := rfs.Create("f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rh.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+		rh.Close()
+		rf, err := OpenFile(rfs, "f", g, 0, vfs.ReadWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rf.Close()
+		kept, _, err := rf.Relink(soundEntries(max(begin, 0), 0), 0, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := rf.Header().IndexCount; c != kept+1 {
+			t.Fatalf("relink kept %d entries, the header counts %d", kept, c)
+		}
+		for s := range g.Slots {
+			if v := rf.loadSlot(g.SlotOffset(s)); v < 0 || v > kept {
+				t.Fatalf("slot %d names %d after a relink that kept %d", s, v, kept)
+			}
+		}
+		for i := range 2 {
+			if err := rf.PutHash(h, int64(1<<40+i), begin); err != nil && !errors.Is(err, ErrFull) {
+				t.Fatal(err)
+			}
+		}
+		for no := int32(1); no < rf.Header().IndexCount; no++ {
+			if e := rf.entryAt(no); e.PrevIndex < 0 || e.PrevIndex >= no {
+				t.Fatalf("entry %d links to %d after relink", no, e.PrevIndex)
+			}
+		}
 	})
 }
 

@@ -173,4 +173,3 @@ func patchFile(t *testing.T, fsys *vfs.Mem, name string, change func([]byte)) {
 		t.Fatal(err)
 	}
 }
-

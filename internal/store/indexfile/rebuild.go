@@ -194,13 +194,7 @@ func (s *Service) RelinkLast(before int64, storeTime StoreTime) (rebuildFrom int
 		emptyPhy, emptyTS = prev.EndPhyOffset(), prev.EndTimestamp()
 	}
 	counted := f.Header().IndexCount - 1 // what the header said, which may be torn
-	prevPhy := max(emptyPhy, 0)
-	kept, dropped, err := f.Relink(func(no int32, e Entry) bool {
-		ok := e.KeyHash >= 0 && e.PhyOffset >= 0 && e.PhyOffset < before && e.TimeDiff >= 0 &&
-			e.PrevIndex >= 0 && e.PrevIndex < no && e.PhyOffset >= prevPhy
-		prevPhy = e.PhyOffset
-		return ok
-	}, emptyPhy, emptyTS, storeTime)
+	kept, dropped, err := f.Relink(soundEntries(before, emptyPhy), emptyPhy, emptyTS, storeTime)
 	dropped = max(dropped, counted-kept)
 	if err != nil || dropped == 0 {
 		return -1, dropped, err
@@ -209,4 +203,17 @@ func (s *Service) RelinkLast(before int64, storeTime StoreTime) (rebuildFrom int
 		return f.entryAt(kept).PhyOffset, dropped, nil
 	}
 	return max(f.Header().BeginPhyOffset, 0), dropped, nil
+}
+
+// soundEntries is RelinkLast's keep: an entry is sound when its hash, offset, time and link are in
+// range, its offset is below before and, with the ones before it, in CommitLog order from from on
+// (the previous file's end). It keeps state: one per Relink.
+func soundEntries(before, from int64) func(no int32, e Entry) bool {
+	prevPhy := max(from, 0)
+	return func(no int32, e Entry) bool {
+		ok := e.KeyHash >= 0 && e.PhyOffset >= 0 && e.PhyOffset < before && e.TimeDiff >= 0 &&
+			e.PrevIndex >= 0 && e.PrevIndex < no && e.PhyOffset >= prevPhy
+		prevPhy = e.PhyOffset
+		return ok
+	}
 }
