@@ -553,7 +553,8 @@ func TestConsumerSubjectFilter(t *testing.T) {
 
 // TestPullScansPastFilterMisses: one pull with a subject filter reads past the 800 units a Get
 // looks at, so a message after thousands that miss comes in the first pull, not after a round
-// trip per 800 units.
+// trip per 800 units; a pull that its own window stops before the head says so
+// (Rs-Pull-Scan-Stopped).
 func TestPullScansPastFilterMisses(t *testing.T) {
 	a := serveAPI(t, testOptions(t, t.TempDir()), NATSOptions{QueuesPerTopic: 1,
 		Topics: []route.TopicPattern{{Subjects: "device.*.temp", Topic: "device"}}})
@@ -567,7 +568,29 @@ func TestPullScansPastFilterMisses(t *testing.T) {
 	}
 	last := a.store(t, apiMsg("device.1.temp", 1))
 	res, err := a.client.Pull(a.ctx, api.PullRequest{Topic: "device", Subject: "device.1.temp"})
-	if err != nil || len(res.Messages) != 1 || res.Messages[0].QueueOffset != last.QueueOffset || res.NextOffset != misses+1 {
-		t.Fatalf("one pull: %v, %d messages, next %d; want the message at %d", err, len(res.Messages), res.NextOffset, last.QueueOffset)
+	if err != nil || len(res.Messages) != 1 || res.Messages[0].QueueOffset != last.QueueOffset || res.NextOffset != misses+1 ||
+		res.ScanStopped {
+		t.Fatalf("one pull: %v, %d messages, next %d, scan stopped %v; want the message at %d", err, len(res.Messages),
+			res.NextOffset, res.ScanStopped, last.QueueOffset)
+	}
+	// Past its own window (65,536 units) a pull stops and says so: later offsets may match.
+	const more = 66_000
+	for n := 0; n < more; n += len(msgs) {
+		if _, err := a.Engine.Put(a.ctx, msgs[:min(len(msgs), more-n)]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	match := a.store(t, apiMsg("device.1.temp", 2))
+	const window = 64 << 10 // the read API's pullScanUnits
+	from := last.QueueOffset + 1
+	res, err = a.client.Pull(a.ctx, api.PullRequest{Topic: "device", Subject: "device.1.temp", Offset: from})
+	if err != nil || len(res.Messages) != 0 || res.Status != api.StatusNoMatchedMessage || !res.ScanStopped ||
+		res.NextOffset < from+window || res.NextOffset >= match.QueueOffset {
+		t.Fatalf("a pull past its window: %v, %d messages, %s, next %d, scan stopped %v; want none, next in [%d, %d), stopped",
+			err, len(res.Messages), res.Status, res.NextOffset, res.ScanStopped, from+window, match.QueueOffset)
+	}
+	res, err = a.client.Pull(a.ctx, api.PullRequest{Topic: "device", Subject: "device.1.temp", Offset: res.NextOffset})
+	if err != nil || len(res.Messages) != 1 || res.Messages[0].QueueOffset != match.QueueOffset || res.ScanStopped {
+		t.Fatalf("the next pull: %v, %d messages, scan stopped %v", err, len(res.Messages), res.ScanStopped)
 	}
 }

@@ -195,6 +195,13 @@ func Open(opts Options) (_ *Engine, err error) {
 	end := e.log.MaxOffset()
 	e.written, e.durable, e.dispatched = stages.NewWatermark(end), stages.NewWatermark(end), stages.NewWatermark(end)
 	e.reader = reader.New(e.log, e.cq, e.index, e.dispatched, opts.StoreHost)
+	// A read sees every message acked before it: it waits for dispatch to reach what acks wait
+	// for (the level of start) when it finds nothing where such a message may be.
+	if opts.FlushMode == FlushAsync {
+		e.reader.SetAckLevel(e.written, 0)
+	} else {
+		e.reader.SetAckLevel(e.durable, 0)
+	}
 	if err := e.reader.LoadSubjectTags(fsys, opts.Dir); err != nil {
 		return nil, err
 	}
@@ -211,6 +218,7 @@ func Open(opts Options) (_ *Engine, err error) {
 			ckp.PropCRCFrom = max(from, e.recovery.NoPropCRCEnd)
 		}
 	}
+	e.reader.SetPropCRCRule(reader.PropCRCRuleFrom(ckp.PropCRCFrom))
 	if err := ckp.Thorough(); err != nil {
 		return nil, fmt.Errorf("checkpoint after recovery: %w", err)
 	}

@@ -16,8 +16,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
+	"slices"
+	"strings"
 
 	"github.com/alecthomas/kong"
 )
@@ -63,7 +66,6 @@ func newParser(c *cli) (*kong.Kong, error) {
 	return kong.New(c,
 		kong.Name("engine"),
 		kong.Description("A storage engine for NATS: subjects kept on disk in Apache RocketMQ's store format."),
-		kong.UsageOnError(),
 		kong.Exit(kongExit),
 	)
 }
@@ -81,7 +83,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "engine: %v\n", cerr)
 		os.Exit(2)
 	}
-	parser.FatalIfErrorf(err) // usage errors exit 2 (kongExit)
+	if err != nil {
+		usageFailed(os.Stderr, err, os.Args[1:])
+	}
 	tuneGC(c.GCPercent)
 	log, levels := newLogger(c.LogLevel, c.LogFormat)
 	if err := ctx.Run(log, levels); err != nil {
@@ -92,6 +96,32 @@ func main() {
 		log.Error().Err(err).Msg("engine failed")
 		os.Exit(1)
 	}
+}
+
+// usageFailed reports a usage error and exits 2: the reason first, then the command that shows
+// the help (kong's UsageOnError printed some fifty lines of help, on stdout, above the reason).
+func usageFailed(w io.Writer, err error, args []string) {
+	fmt.Fprintf(w, "engine: error: %v\n", err)
+	fmt.Fprintf(w, "Run %q for help.\n", helpCommand(err, args))
+	os.Exit(readUsageExit)
+}
+
+// helpCommand is the command line that shows the help of the command err is about ("engine get
+// --help"), or the engine's ("engine --help", which lists the commands) when args did not name
+// one (run, the default command, took them).
+func helpCommand(err error, args []string) string {
+	var names []string
+	if pe, ok := errors.AsType[*kong.ParseError](err); ok && pe.Context != nil {
+		for n := pe.Context.Selected(); n != nil; n = n.Parent {
+			if n.Type == kong.CommandNode {
+				names = append([]string{n.Name}, names...)
+			}
+		}
+	}
+	if len(names) > 0 && !slices.Contains(args, names[0]) {
+		names = nil
+	}
+	return strings.Join(append(append([]string{"engine"}, names...), "--help"), " ")
 }
 
 // applyMemoryLimit makes limit bytes the process's soft memory limit (debug.SetMemoryLimit),

@@ -73,6 +73,20 @@
 // without its body (Partial set, BodySize its length); msg reads a body in ranges (MsgRequest's
 // BodyOffset and BodyMax), and Client.Body puts them together.
 //
+// A filtered get (tags, subject) looks at 800 queue units at most (RocketMQ's bound; more when
+// max is larger): when they all miss before the head of the queue, it answers NO_MATCHED_MESSAGE
+// with ScanStopped set ("scanStopped":true) and NextOffset past them. The status then speaks
+// for the units scanned only: later offsets may match, so get again from NextOffset (the CLI's
+// get does; a pull scans up to 65,536 units).
+//
+// # What a read sees
+//
+// A read sees every message acked before it was sent: a get at or below an acked position, in a
+// topic that acked message created, and a query by its key, wait for dispatch to put it in its
+// queue and index when it has not yet (a few milliseconds, bounded by 5 s), and find it; msg
+// finds an ack's msgId at once. Messages stored but not acked yet (async mode acks once written,
+// sync mode once synced) may or may not be seen.
+//
 // # Long polling
 //
 // A get with waitMs > 0 that finds nothing at the head of its queue waits up to waitMs (at most
@@ -114,6 +128,8 @@
 //	Rs-Pull-Min-Offset   the queue's bounds when it was read (not on an error before reading)
 //	Rs-Pull-Max-Offset
 //	Rs-Pull-Wait-Skipped true: it asked to wait, but every long-poll slot was taken
+//	Rs-Pull-Scan-Stopped true: a filtered pull stopped at its scan limit (65,536 units) before
+//	                     the head; later offsets may match: pull again from the next offset
 //	Rs-Pull-Error-Code   on ERROR: the code, as in error replies (404 unknown topic or queue,
 //	Rs-Pull-Error        400, 503...), and the description; micro's Nats-Service-Error(-Code) too
 //

@@ -74,6 +74,10 @@ const (
 	// HeaderPullWaitSkipped ("true"): the pull asked to wait, but every long-poll slot was
 	// taken, so it was answered at once.
 	HeaderPullWaitSkipped = "Rs-Pull-Wait-Skipped"
+	// HeaderPullScanStopped ("true"): a filtered pull stopped at its scan limit (65,536 queue
+	// units) before the head of the queue: later offsets may still match; pull again from the
+	// next offset.
+	HeaderPullScanStopped = "Rs-Pull-Scan-Stopped"
 	// HeaderPullErrorCode and HeaderPullError, on the end message of a failed pull, are the
 	// error's code (as in error replies) and description.
 	HeaderPullErrorCode = "Rs-Pull-Error-Code"
@@ -151,6 +155,9 @@ type PullResult struct {
 	// WaitSkipped: the pull asked to wait, but every long-poll slot was taken, so it was
 	// answered at once (pause before asking again).
 	WaitSkipped bool
+	// ScanStopped: a filtered pull stopped at its scan limit before the head of the queue;
+	// later offsets may still match (pull again from NextOffset).
+	ScanStopped bool
 }
 
 // Pull reads messages of a queue through the pull endpoint: the engine sends each message as a
@@ -249,6 +256,7 @@ func pullEnd(m *nats.Msg, res *PullResult) (*PullResult, error) {
 	res.MinOffset = num(HeaderPullMinOffset)
 	res.MaxOffset = num(HeaderPullMaxOffset)
 	res.WaitSkipped = h.Get(HeaderPullWaitSkipped) == "true"
+	res.ScanStopped = h.Get(HeaderPullScanStopped) == "true"
 	count := num(HeaderPullCount)
 	if bad != nil {
 		return nil, bad

@@ -135,6 +135,10 @@ type GetReply struct {
 	// WaitSkipped: the get asked to wait, but every long-poll slot was taken, so it was
 	// answered at once.
 	WaitSkipped bool `json:"waitSkipped,omitempty"`
+	// ScanStopped: a filtered get (tags, subject) stopped at its scan limit (800 queue units)
+	// before the head of the queue: later offsets may still match (a NO_MATCHED_MESSAGE status
+	// speaks for the units scanned only); get again from NextOffset.
+	ScanStopped bool `json:"scanStopped,omitempty"`
 }
 
 // MsgRequest asks for one message by its offset message id (endpoint msg).

@@ -59,7 +59,7 @@ func (f Finder) First(topic, msgID string) (batched.StoredAt, bool) {
 	if !f.Indexed {
 		return batched.StoredAt{}, false
 	}
-	found, err := f.Store.Query(context.Background(), reader.QueryRequest{Topic: topic, Key: msgID})
+	found, err := f.Store.Query(context.Background(), reader.QueryRequest{Topic: topic, Key: msgID, NoAckWait: true})
 	if err != nil {
 		f.Logger.Debug().Err(err).Str("topic", topic).Str("id", msgID).Msg("resend lookup failed")
 		return batched.StoredAt{}, false
@@ -124,7 +124,7 @@ func (f Finder) Since(topic, msgID string, since int64) (batched.StoredAt, bool)
 func (f Finder) since(topic, msgID string, since int64) (*reader.Message, bool) {
 	// The IndexFile keeps whole seconds: an entry's time may be up to a second before its
 	// record's store time.
-	found, err := f.Store.Query(context.Background(), reader.QueryRequest{Topic: topic, Key: msgID, Begin: since - 1000})
+	found, err := f.Store.Query(context.Background(), reader.QueryRequest{Topic: topic, Key: msgID, Begin: since - 1000, NoAckWait: true})
 	if err != nil {
 		f.Logger.Debug().Err(err).Str("topic", topic).Str("id", msgID).Msg("dedupe lookup failed")
 		return nil, false

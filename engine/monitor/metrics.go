@@ -111,6 +111,7 @@ var (
 	descRecRecords    = newDesc("recovery_records", "Records the last recovery scanned and re-dispatched.")
 	descRecBytes      = newDesc("recovery_bytes", "Bytes the last recovery scanned and re-dispatched.")
 	descRecCut        = newDesc("recovery_cut_bytes", "Bytes the last recovery dropped after the log's valid end (a torn tail).")
+	descReadCRC       = newDesc("read_crc_failures_total", "Reads refused because a record failed its CRC check: the record is damaged on disk and is never served (engine verify reports it).")
 	descRecClean      = newDesc("recovery_clean_exit", "1 if the run before the last recovery stopped cleanly.")
 
 	descReceived      = newDesc("ingress_received_messages_total", "Messages NATS delivered to ingress.")
@@ -148,7 +149,7 @@ var allDescs = []*prometheus.Desc{
 	descDedupeEvicted, descDedupeLookups, descDedupeFound,
 	descDiskUsed, descDiskFree, descDiskSize, descDiskThreshold, descRefusing, descDeletedFiles, descDeletedBytes,
 	descSegments, descSegmentSize, descQueues, descQueuesMapped, descIndexFiles,
-	descRecDuration, descRecRecords, descRecBytes, descRecCut, descRecClean,
+	descRecDuration, descRecRecords, descRecBytes, descRecCut, descRecClean, descReadCRC,
 	descReceived, descExcluded, descEncoded, descRefused, descAborted, descDropped, descDroppedTopic, descSlowConsumer,
 	descAcks, descErrorReplies, descReplyFailures, descPending, descWorkerQueue, descSubjectCache, descCacheEvict, descRuleTopics, descOverflow,
 	descNATSConnected, descNATSReconnect, descPartsOwned, descReplFloor,
@@ -238,6 +239,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDeletedFiles, s.ConsumeQueueFilesDeleted, "consumequeue")
 	counter(descDeletedFiles, s.IndexFilesDeleted, "index")
 	counter(descDeletedBytes, s.BytesDeleted)
+	counter(descReadCRC, s.ReadCRCFailures)
 
 	if f, err := e.FileCounts(); err == nil {
 		gauge(descSegments, float64(f.Segments))

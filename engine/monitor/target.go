@@ -99,6 +99,9 @@ type Stats struct {
 	MinOffset                                   int64
 	SegmentsDeleted, BytesDeleted               int64
 	ConsumeQueueFilesDeleted, IndexFilesDeleted int64
+	// ReadCRCFailures counts the reads refused because a record failed its CRC check (the
+	// record is damaged on disk; engine verify reports it).
+	ReadCRCFailures int64
 	// Ingress is set for a served engine: messages received, excluded, rejected, dropped by the
 	// NATS client (slow consumer), acks and error replies sent, worker queue depths.
 	Ingress *ingress.Stats

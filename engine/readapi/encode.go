@@ -122,4 +122,5 @@ type getEnvelope struct {
 	MaxOffset   int64  `json:"maxOffset"`
 	Truncated   bool   `json:"truncated,omitempty"`
 	WaitSkipped bool   `json:"waitSkipped,omitempty"`
+	ScanStopped bool   `json:"scanStopped,omitempty"`
 }

@@ -84,11 +84,11 @@ func (s *Service) get(r api.GetRequest, skipWait, owned bool) ([]byte, error) {
 	}
 	env := getEnvelope{
 		Status: res.Status.String(), NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset,
-		WaitSkipped: skipWait,
+		WaitSkipped: skipWait, ScanStopped: res.ScanStopped,
 	}
 	switch {
 	case n < len(res.Messages):
-		env.NextOffset, env.Truncated = res.Messages[n].QueueOffset, true
+		env.NextOffset, env.Truncated, env.ScanStopped = res.Messages[n].QueueOffset, true, false
 	case gr.MaxBytes < asked && n > 0 && n < orDefault(min(r.Max, reader.MaxGetMax), reader.DefaultGetMax) &&
 		res.NextOffset < res.MaxOffset:
 		env.Truncated = true // the lowered maxBytes may have cut the batch short

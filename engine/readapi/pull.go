@@ -205,6 +205,7 @@ func (s *Service) pull(r api.PullRequest, reply string, skipWait, owned bool) {
 		count, bytes int
 		wait         time.Duration
 		failed       error
+		scanStopped  bool // the last Get stopped at its scan limit before the head
 	)
 	if !skipWait {
 		wait = time.Duration(min(r.WaitMs, api.MaxWaitMs)) * time.Millisecond
@@ -221,6 +222,7 @@ func (s *Service) pull(r api.PullRequest, reply string, skipWait, owned bool) {
 		if err == nil || res.MaxOffset > 0 {
 			read, status, lo, hi = true, res.Status, res.MinOffset, res.MaxOffset
 		}
+		scanStopped = res.ScanStopped
 		stopped := false
 		for i := range res.Messages {
 			m := &res.Messages[i]
@@ -262,6 +264,9 @@ func (s *Service) pull(r api.PullRequest, reply string, skipWait, owned bool) {
 	}
 	if skipWait {
 		h.Set(api.HeaderPullWaitSkipped, "true")
+	}
+	if scanStopped && failed == nil && count < maxMsgs && bytes < maxBytes && next < hi {
+		h.Set(api.HeaderPullScanStopped, "true")
 	}
 	if failed != nil && s.ctx.Err() != nil {
 		failed = errShuttingDown

@@ -14,17 +14,23 @@ import (
 
 // BenchmarkGet reads a queue sequentially in batches of 32 through the ConsumeQueue and the
 // CommitLog (real files, mapped), wrapping around at the end. One op is one Get of 32
-// messages; msgs/s counts messages.
+// messages; msgs/s counts messages. The no-crc-check cases skip the CRC check every served
+// record gets, to show its cost in the same run.
 func BenchmarkGet(b *testing.B) {
 	const msgs, batch = 100_000, 32
 	for _, c := range []struct {
 		size  int
 		noMap bool
-	}{{128, false}, {1024, false}, {128, true}, {1024, true}} {
+		noCRC bool
+	}{{128, false, false}, {1024, false, false}, {128, true, false}, {1024, true, false},
+		{128, true, true}, {1024, true, true}} {
 		size := c.size
 		name := fmt.Sprintf("body=%d", size)
 		if c.noMap {
 			name += "/no-property-map"
+		}
+		if c.noCRC {
+			name += "/no-crc-check" // what the CRC check costs: compare with the line above
 		}
 		b.Run(name, func(b *testing.B) {
 			s := newTestStore(b, vfs.Default, b.TempDir(), geometry{segment: 256 << 20, units: 300_000})
@@ -32,6 +38,7 @@ func BenchmarkGet(b *testing.B) {
 			for i := range msgs {
 				s.put(msg{tags: "TagA", uniq: fmt.Sprintf("U%08d", i), body: payload})
 			}
+			s.r.noCRC = c.noCRC
 			req := GetRequest{Topic: "T", Max: batch, MaxBytes: MaxGetMaxBytes, NoPropertyMap: c.noMap}
 			b.SetBytes(int64(batch * size))
 			b.ReportAllocs()

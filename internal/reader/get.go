@@ -74,8 +74,8 @@ type Status int
 const (
 	// Found: Messages holds at least one message.
 	Found Status = iota
-	// NoMatchedMessage: units were read, but the tag filter took every one out; NextOffset
-	// is past them.
+	// NoMatchedMessage: units were read, but the filters took every one out; NextOffset is
+	// past them (ScanStopped when the scan limit, not the head of the queue, ended the read).
 	NoMatchedMessage
 	// NoMessageInQueue: the queue has never held a message (MaxOffset 0).
 	NoMessageInQueue
@@ -114,6 +114,10 @@ type GetResult struct {
 	MinOffset, MaxOffset int64
 	// tooLarge: the first record to read is past GetRequest.hardMaxBytes (Records).
 	tooLarge bool
+	// ScanStopped: the read stopped at its scan limit (minScanUnits units, or Max if more)
+	// before the head of the queue, its filters having passed over most units: later offsets
+	// may still match; read on from NextOffset.
+	ScanStopped bool
 }
 
 // Get reads messages of a queue from req.Offset on: units from the ConsumeQueue, filtered
@@ -121,15 +125,24 @@ type GetResult struct {
 // share one), records from the CommitLog, each copied once into the result. An unknown queue
 // is ErrUnknownQueue.
 //
+// A Get that finds nothing at the head of the queue, or no queue, while dispatch has not yet
+// reached what was acked when it arrived, waits for dispatch (bounded) and reads again, so that it
+// sees every message acked before it (visible.go).
+//
 // With req.Wait > 0 a Get that finds the queue at its head (OffsetOverflowOne, an empty queue
 // read at 0, or every unit up to the head filtered out) waits for a new message, as RocketMQ's
 // long polling does, and reads again; see the package doc. When the wait times out the last
 // result is returned with a nil error; when ctx ends, with ctx's error.
 //
-// A unit whose record does not match it (or is not a record) is ErrCorrupt, returned with the
-// messages before it and NextOffset at it.
+// A unit whose record does not match it (or is not a record), or a record that fails its CRC
+// check (ErrChecksum, crc.go), is ErrCorrupt, returned with the messages before it and
+// NextOffset at it.
 func (r *Reader) Get(ctx context.Context, req GetRequest) (GetResult, error) {
+	acked := r.ackMark() // what was acked as the read arrived: it must see that (visible.go)
 	cq, err := r.queue(req.Topic, req.QueueID)
+	if errors.Is(err, ErrUnknownQueue) && !req.UnknownIsEmpty && r.catchUp(ctx, acked) {
+		cq, err = r.queue(req.Topic, req.QueueID) // a topic's first message makes its queue
+	}
 	if err != nil && (!req.UnknownIsEmpty || !errors.Is(err, ErrUnknownQueue)) {
 		return GetResult{}, err
 	}
@@ -138,7 +151,11 @@ func (r *Reader) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 	f := newTagFilter(req.Topic, req.Tags)
 	f.bySubject(r.SubjectTags(), req.Topic, req.Subject)
 	if req.Wait <= 0 || r.dispatched == nil || r.off != nil {
-		return r.get(cq, req, f)
+		res, err := r.get(cq, req, f)
+		if err != nil {
+			return res, err
+		}
+		return r.seeAcked(ctx, acked, cq, req, f, res)
 	}
 	// One deadline for the whole poll, however often other queues' dispatch wakes it.
 	waitCtx, cancel := context.WithTimeout(ctx, req.Wait)
@@ -152,8 +169,11 @@ func (r *Reader) Get(ctx context.Context, req GetRequest) (GetResult, error) {
 			cq = r.cq.Find(req.Topic, req.QueueID)
 		}
 		res, err := r.get(cq, req, f)
-		if err != nil || !atHead(res, req.Offset) {
+		if err != nil {
 			return res, err
+		}
+		if !atHead(res, req.Offset) {
+			return r.seeAcked(ctx, acked, cq, req, f, res)
 		}
 		req.Offset = res.NextOffset // past units filtered out up to the head
 		if r.waiting != nil {
@@ -337,6 +357,12 @@ func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFil
 					continue
 				}
 			}
+			if err := r.checkCRC(v, u.Phys, func() string {
+				return fmt.Sprintf("the record of %s at queue offset %d (read on from offset %d past it)", cq, n, n+1)
+			}); err != nil {
+				res.NextOffset = n
+				return err
+			}
 			emit(v, u.Phys, hint)
 			found++
 			res.Status = Found
@@ -344,6 +370,7 @@ func (r *Reader) collect(cq *consumequeue.ConsumeQueue, req GetRequest, f tagFil
 		}
 	}
 	res.NextOffset = next
+	res.ScanStopped = scanLeft <= 0 && next < res.MaxOffset
 	return nil
 }
 

@@ -294,19 +294,31 @@ func TestGetTagFilter(t *testing.T) {
 	}
 }
 
-// TestGetScanLimit: a filter that matches nothing reads at most minScanUnits units per Get.
+// TestGetScanLimit: a filter that matches nothing reads at most minScanUnits units per Get, and
+// says when that limit, not the head of the queue, ended it (ScanStopped), so that a reader
+// does not take NO_MATCHED_MESSAGE for "nothing further matches".
 func TestGetScanLimit(t *testing.T) {
 	s := newTestStore(t, vfs.NewMem(), "/store", geometry{segment: 1 << 20, units: 300})
 	for i := range minScanUnits + 50 {
 		s.put(msg{tags: "A", body: body(i)})
 	}
+	s.put(msg{tags: "B", body: body(minScanUnits + 50)})
 	res := get(t, s.r, GetRequest{Topic: "T", Tags: []string{"B"}})
-	if res.Status != NoMatchedMessage || res.NextOffset != minScanUnits {
-		t.Fatalf("%v next %d, want NO_MATCHED_MESSAGE next %d", res.Status, res.NextOffset, minScanUnits)
+	if res.Status != NoMatchedMessage || res.NextOffset != minScanUnits || !res.ScanStopped {
+		t.Fatalf("%v next %d stopped %v, want NO_MATCHED_MESSAGE next %d stopped", res.Status, res.NextOffset,
+			res.ScanStopped, minScanUnits)
 	}
 	res = get(t, s.r, GetRequest{Topic: "T", Tags: []string{"B"}, Offset: res.NextOffset})
-	if res.NextOffset != minScanUnits+50 {
-		t.Fatalf("second Get: next %d", res.NextOffset)
+	if res.NextOffset != minScanUnits+51 || len(res.Messages) != 1 || res.ScanStopped {
+		t.Fatalf("second Get: next %d, %d messages, stopped %v", res.NextOffset, len(res.Messages), res.ScanStopped)
+	}
+	// A scan that reaches the head did not stop early.
+	if res = get(t, s.r, GetRequest{Topic: "T", Tags: []string{"C"}, Offset: 100}); res.ScanStopped {
+		t.Fatalf("at the head: next %d, stopped", res.NextOffset)
+	}
+	// Nor one that filled its batch.
+	if res = get(t, s.r, GetRequest{Topic: "T", Max: 1}); res.ScanStopped || len(res.Messages) != 1 {
+		t.Fatalf("a full batch: stopped %v", res.ScanStopped)
 	}
 }
 

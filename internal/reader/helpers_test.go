@@ -101,6 +101,15 @@ type msg struct {
 // put appends m and dispatches it, then advances Dispatched; it returns the record's offset.
 func (s *testStore) put(m msg) int64 {
 	s.t.Helper()
+	phys := s.append(m)
+	s.dispatch(phys)
+	return phys
+}
+
+// append appends m to the CommitLog only, as the writer does before dispatch follows; it
+// returns the record's offset.
+func (s *testStore) append(m msg) int64 {
+	s.t.Helper()
 	if m.topic == "" {
 		m.topic = "T"
 	}
@@ -135,17 +144,24 @@ func (s *testStore) put(m msg) int64 {
 		s.t.Fatal(err)
 	}
 	s.next[key]++
+	return phys
+}
+
+// dispatch builds the unit and index keys of the record at phys, as dispatch does, and advances
+// Dispatched past it.
+func (s *testStore) dispatch(phys int64) {
+	s.t.Helper()
 	v, release, err := s.log.Read(phys)
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	end := phys + int64(v.TotalSize())
 	err = s.builder.Apply(phys, v)
 	release()
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.dispatched.Advance(s.log.MaxOffset())
-	return phys
+	s.dispatched.Advance(end)
 }
 
 // body is the body of the n-th test message.

@@ -95,6 +95,7 @@ func OpenOffline(fsys vfs.FS, dir string, opts OfflineOptions) (_ *Reader, err e
 	if err := r.LoadSubjectTags(readOnlyFS{FS: fsys}, dir); err != nil {
 		return nil, err
 	}
+	r.loadPropCRCRule(readOnlyFS{FS: fsys}, dir)
 	return r, nil
 }
 

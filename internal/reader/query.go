@@ -15,7 +15,11 @@ import (
 
 // Lookup returns the message with the offset message id msgID (RocketMQ's viewMessageById):
 // ErrBadMsgID when msgID is not one, ErrNotFound when no record starts at its physical
-// offset or the record there belongs to another id (another store host).
+// offset or the record there belongs to another id (another store host), ErrChecksum when the
+// record fails its CRC check.
+//
+// It reads the CommitLog alone, which holds a record before it is acked: the id of an ack just
+// received is always found, whatever dispatch has done (visible.go).
 func (r *Reader) Lookup(msgID string) (Message, error) {
 	host, phys, err := commitlog.ParseOffsetMsgID(msgID)
 	if err != nil {
@@ -37,6 +41,9 @@ func (r *Reader) Lookup(msgID string) (Message, error) {
 	own := v.AppendOffsetMsgID(idBuf[:0])
 	if !strings.EqualFold(string(own), msgID) && (!r.host.IsValid() || r.host != host) {
 		return Message{}, fmt.Errorf("%w: %s: the record at offset %d is %s", ErrNotFound, msgID, phys, own)
+	}
+	if err := r.checkCRC(v, phys, func() string { return "the message " + msgID }); err != nil {
+		return Message{}, err
 	}
 	return decode(v, phys, r.host, &buffer{}, 0, true), nil
 }
@@ -60,6 +67,10 @@ type QueryRequest struct {
 	Begin, End int64
 	// Max bounds the number of messages (MaxQueryMessages when <= 0 or larger).
 	Max int
+	// NoAckWait answers from what is dispatched now, without waiting for dispatch to reach what
+	// was acked (visible.go): for ingress's own lookups of message ids, which must not wait on
+	// dispatch, and which the appender's dedupe window covers for records not dispatched yet.
+	NoAckWait bool
 }
 
 // Query looks messages up by key in the IndexFile and returns them newest first (by
@@ -78,10 +89,17 @@ type QueryRequest struct {
 // that order, as RocketMQ does), so a message a Get returns may be missing from a Query for
 // the moment of its dispatch; once Dispatched has passed the record, every read sees it.
 //
-// ErrIndexDisabled when the store has no index; ErrInvalidRequest for an empty topic or key.
+// A Query first waits (bounded) until dispatch has reached what was acked when it arrived, so
+// that it finds every message acked before it (visible.go), unless NoAckWait.
+//
+// ErrIndexDisabled when the store has no index; ErrInvalidRequest for an empty topic or key;
+// ErrChecksum when a record with the key fails its CRC check.
 func (r *Reader) Query(ctx context.Context, req QueryRequest) ([]Message, error) {
 	if req.Topic == "" || req.Key == "" {
 		return nil, fmt.Errorf("%w: query needs a topic and a key (topic %q, key %q)", ErrInvalidRequest, req.Topic, req.Key)
+	}
+	if !req.NoAckWait {
+		r.catchUp(ctx, r.ackMark())
 	}
 	release, err := r.use()
 	if err != nil {
@@ -132,6 +150,11 @@ func (r *Reader) Query(ctx context.Context, req QueryRequest) ([]Message, error)
 			}
 			oldest = min(oldest, v.StoreTimestamp())
 			if hasKey(v, req.Topic, req.Key) {
+				if err := r.checkCRC(v, phys, func() string {
+					return fmt.Sprintf("a record of %s with the key %q", req.Topic, req.Key)
+				}); err != nil {
+					return nil, err
+				}
 				out = append(out, decode(v, phys, r.host, &buf, 0, true))
 			}
 		}

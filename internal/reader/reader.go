@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/consumequeue"
@@ -30,6 +31,9 @@ var (
 	// ErrCorrupt: a ConsumeQueue unit names a record that does not match it, or a record
 	// does not parse. The store is damaged; recovery of the writer repairs torn tails.
 	ErrCorrupt = errors.New("reader: store inconsistent")
+	// ErrChecksum: a record fails its CRC check (a bit flipped on disk, a torn write): it is
+	// not served. Returned with ErrCorrupt (errors.Is matches both).
+	ErrChecksum = errors.New("reader: record fails its CRC check")
 	// ErrClosed: the Reader was closed.
 	ErrClosed = errors.New("reader: closed")
 )
@@ -53,6 +57,10 @@ type Watermark interface {
 type Reader struct {
 	cq         *consumequeue.Store
 	dispatched Watermark      // nil offline: no long polling
+	// acked is what acks wait for (Durable or Written), and ackWait how long a read waits for
+	// Dispatched to reach it (visible.go); nil: reads do not wait.
+	acked   Watermark
+	ackWait time.Duration
 	host       netip.AddrPort // names message ids; invalid: each record's STOREHOST
 
 	// log and index are fixed for an engine's Reader; an offline Reader swaps them in Refresh
@@ -60,6 +68,13 @@ type Reader struct {
 	log   *commitlog.Log
 	index *indexfile.Service // nil when the index is off
 	off   *offline           // nil for an engine's Reader
+
+	// propCRC says where records must carry the whole-record CRC entry (crc.go); crcFailures
+	// counts the reads refused on a failed CRC check.
+	propCRC     commitlog.PropCRCRule
+	crcFailures atomic.Int64
+	// noCRC (benchmarks) skips the check, to measure what it costs in the same run.
+	noCRC bool
 
 	// subjectTags are the topics whose tag codes a read by subject may skip by
 	// (internal/store/subjecttags); nil is none.

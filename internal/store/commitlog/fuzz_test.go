@@ -168,7 +168,35 @@ func FuzzCheckRecord(f *testing.F) {
 		if _, perr := Parse(b); perr == nil && kind == KindCorrupt && reasonOf(err) < ReasonBodyCRC {
 			t.Fatalf("Parse accepts what CheckRecord calls structurally corrupt: %v", err)
 		}
+		checkReadCRC(t, b)
 	})
+}
+
+// checkReadCRC: a reader's CheckCRC agrees with CheckRecord on whatever Parse accepts. It checks
+// the one CRC the record has (the __CRC32# entry where there is one, else BODYCRC), so it
+// passes every record both CRCs pass, and fails exactly where that one CRC fails.
+func checkReadCRC(t *testing.T, b []byte) {
+	v, err := Parse(b)
+	if err != nil {
+		return
+	}
+	got := v.CheckCRC(false)
+	if got != nil && !errors.Is(got, ErrCorrupt) {
+		t.Fatalf("CheckCRC: %v does not wrap ErrCorrupt", got)
+	}
+	if _, _, full := CheckRecord(b, Check{}); full == nil && got != nil {
+		t.Fatalf("CheckCRC refuses a record CheckRecord accepts: %v", got)
+	}
+	one := Check{NoPropCRC: true}
+	if v.HasPropCRC() {
+		one = Check{NoBodyCRC: true}
+	}
+	if _, _, want := CheckRecord(b, one); (want == nil) != (got == nil) {
+		t.Fatalf("CheckCRC %v, CheckRecord with %+v %v", got, one, want)
+	}
+	if req := v.CheckCRC(true); v.HasPropCRC() && (req == nil) != (got == nil) || !v.HasPropCRC() && reasonOf(req) != ReasonPropCRCMissing {
+		t.Fatalf("CheckCRC(require) %v, CheckCRC %v, entry %v", req, got, v.HasPropCRC())
+	}
 }
 
 func FuzzProperties(f *testing.F) {
