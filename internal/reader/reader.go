@@ -56,12 +56,12 @@ type Watermark interface {
 // Reader made by OpenOffline owns read-only copies of the stores and must be closed.
 type Reader struct {
 	cq         *consumequeue.Store
-	dispatched Watermark      // nil offline: no long polling
+	dispatched Watermark // nil offline: no long polling
 	// acked is what acks wait for (Durable or Written), and ackWait how long a read waits for
 	// Dispatched to reach it (visible.go); nil: reads do not wait.
 	acked   Watermark
 	ackWait time.Duration
-	host       netip.AddrPort // names message ids; invalid: each record's STOREHOST
+	host    netip.AddrPort // names message ids; invalid: each record's STOREHOST
 
 	// log and index are fixed for an engine's Reader; an offline Reader swaps them in Refresh
 	// under off.mu, which every read holds shared (see use).
