@@ -17,8 +17,9 @@ import (
 // nopts' subjects and bounds, the engine's encoding, the read API's subjects excluded, and the
 // store's lookups (engine/lookup) for batched acks (off with JetStream or a queue group: see
 // NATSOptions), the dedupe window across a restart, and replicated mode. parts is the
-// partitioned-ingest configuration in force (claimOwnership).
-func (e *Engine) newIngress(nc *nats.Conn, nopts NATSOptions, parts *route.Partitions) (*ingress.Ingress, error) {
+// partitioned-ingest configuration in force (claimOwnership); interest is the embedded server's
+// count of the subscriptions a subject reaches (nil with an external server: ingress.Config).
+func (e *Engine) newIngress(nc *nats.Conn, nopts NATSOptions, parts *route.Partitions, interest func(string) int) (*ingress.Ingress, error) {
 	o := e.opts
 	// Before the first record of the serve, while the ConsumeQueues know every topic stored.
 	wide := route.WideTopics(nopts.Topics)
@@ -42,6 +43,7 @@ func (e *Engine) newIngress(nc *nats.Conn, nopts NATSOptions, parts *route.Parti
 		NoReply: nopts.NoReply, Logger: o.Logger, Clock: o.Now, // ingress adds its stage field
 		JetStream: nopts.JetStream, Partitions: parts,
 		StoreDedupe: f.StoreDedupe(e.index.LastEndTimestamp(), o.DedupeWindow, o.DedupeMax, o.Now, e.forgotten()),
+		Interest:    interest,
 	}
 	if !nopts.NoReadAPI {
 		cfg.Exclude = readapi.Excluded(nopts.APIPrefix)

@@ -96,7 +96,15 @@ func ServeContext(ctx context.Context, opts Options, nopts NATSOptions) (_ *Serv
 	if err != nil {
 		return nil, err
 	}
-	s.ing, err = s.Engine.newIngress(s.conn, nopts, parts)
+	var interest func(string) int
+	if s.nats != nil {
+		// The embedded server tells who else receives a subject: a request nobody else receives,
+		// on a subject ingress never stores, is answered with no-responders (stages/ingress).
+		if interest, err = s.nats.Interest(s.conn); err != nil {
+			log.Warn().Err(err).Msg("requests on $- and _INBOX subjects that nobody serves will time out instead of getting no-responders")
+		}
+	}
+	s.ing, err = s.Engine.newIngress(s.conn, nopts, parts, interest)
 	if err != nil {
 		return nil, err
 	}

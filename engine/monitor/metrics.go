@@ -115,7 +115,8 @@ var (
 	descRecClean      = newDesc("recovery_clean_exit", "1 if the run before the last recovery stopped cleanly.")
 
 	descReceived      = newDesc("ingress_received_messages_total", "Messages NATS delivered to ingress.")
-	descExcluded      = newDesc("ingress_excluded_messages_total", "Messages ingress excluded (never stored, never answered).")
+	descExcluded      = newDesc("ingress_excluded_messages_total", "Messages ingress excluded (never stored).")
+	descNoResponders  = newDesc("ingress_no_responders_total", "Requests on subjects ingress never stores ($-subjects, _INBOX.>) that nobody else receives, answered with NATS's no-responders status (embedded server only).")
 	descEncoded       = newDesc("ingress_encoded_records_total", "Records ingress encoded and handed to the appender.")
 	descRefused       = newDesc("ingress_refused_messages_total", "Messages not stored, by the code of their error reply and the stage that refused them: ingress (invalid, too large) or store (disk full, closed, failed).", "code", "stage")
 	descAborted       = newDesc("ingress_aborted_messages_total", "Messages ingress held when it was aborted (answered 503).")
@@ -150,7 +151,7 @@ var allDescs = []*prometheus.Desc{
 	descDiskUsed, descDiskFree, descDiskSize, descDiskThreshold, descRefusing, descDeletedFiles, descDeletedBytes,
 	descSegments, descSegmentSize, descQueues, descQueuesMapped, descIndexFiles,
 	descRecDuration, descRecRecords, descRecBytes, descRecCut, descRecClean, descReadCRC,
-	descReceived, descExcluded, descEncoded, descRefused, descAborted, descDropped, descDroppedTopic, descSlowConsumer,
+	descReceived, descExcluded, descNoResponders, descEncoded, descRefused, descAborted, descDropped, descDroppedTopic, descSlowConsumer,
 	descAcks, descErrorReplies, descReplyFailures, descPending, descWorkerQueue, descSubjectCache, descCacheEvict, descRuleTopics, descOverflow,
 	descNATSConnected, descNATSReconnect, descPartsOwned, descReplFloor,
 	prometheus.NewHistogram(syncDurationOpts).Desc(), prometheus.NewHistogram(syncSizeOpts).Desc(),
@@ -259,6 +260,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if in := s.Ingress; in != nil {
 		counter(descReceived, in.Received)
 		counter(descExcluded, in.Excluded)
+		counter(descNoResponders, in.NoResponders)
 		counter(descEncoded, in.Encoded)
 		for stage, byCode := range map[string]map[int]int64{"ingress": in.Rejected, "store": in.Failed} {
 			for _, code := range replyCodes {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/rocketstore/engine/stages/ingress/route"
 	"github.com/rs/zerolog"
 )
@@ -143,6 +144,29 @@ func (e *Embedded) ClientURL() string { return e.ns.ClientURL() }
 // trace applies to the client connections made after the change.
 func (e *Embedded) SetLogLevel(level zerolog.Level) {
 	e.ns.SetLoggerV2(e.log, level <= zerolog.DebugLevel, level <= zerolog.TraceLevel, false)
+}
+
+// Interest returns, for the account nc's connection belongs to, how many subscriptions would
+// receive a message on a subject: every client's, nc's own included, and those of routes and leaf
+// nodes (ingress's Config.Interest, which answers a request nobody else receives with
+// no-responders).
+func (e *Embedded) Interest(nc *nats.Conn) (func(subject string) int, error) {
+	cid, err := nc.GetClientID()
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: the engine's client id: %w", err)
+	}
+	cz, err := e.ns.Connz(&server.ConnzOptions{CID: cid})
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: the engine's connection: %w", err)
+	}
+	if len(cz.Conns) != 1 {
+		return nil, fmt.Errorf("embedded nats: %d connections with the engine's client id %d", len(cz.Conns), cid)
+	}
+	acc, err := e.ns.LookupAccount(cmp.Or(cz.Conns[0].Account, server.DEFAULT_GLOBAL_ACCOUNT))
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: the engine's account: %w", err)
+	}
+	return acc.Interest, nil
 }
 
 // JetStreamEnabled says the server runs JetStream.

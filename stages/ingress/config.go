@@ -62,6 +62,11 @@ type Config struct {
 	// under "_INBOX." (request/reply inboxes, our own acks among them) and subjects starting with
 	// "$" (system and JetStream API subjects) are always excluded, whatever Exclude says.
 	Exclude func(subject string) bool
+	// Interest, when set, is how many subscriptions on the server, ingress's own included, would
+	// receive a message on subject (the embedded server can tell; nil with an external one). A
+	// request on an excluded subject that only ingress's subscriptions receive is then answered
+	// with NATS's no-responders status instead of being left to time out (noresponders.go).
+	Interest func(subject string) int
 
 	// Mapping is the subject -> topic rule: declared patterns, the default or token rule, the limit.
 	Mapping route.Mapping

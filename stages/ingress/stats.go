@@ -11,9 +11,10 @@ import (
 // the reply codes (wire.CodeInvalid, ...) and hold only non-zero counts.
 type Stats struct {
 	// Received counts the messages nats.go handed to the callbacks and ingress took (not those
-	// it dropped: see Dropped); Excluded those of them that were excluded (never stored, never
-	// answered).
-	Received, Excluded int64
+	// it dropped: see Dropped); Excluded those of them that were excluded (never stored);
+	// NoResponders the excluded requests nobody else receives, answered with NATS's
+	// no-responders status (noresponders.go).
+	Received, Excluded, NoResponders int64
 	// Encoded counts the records sent to Out.
 	Encoded int64
 	// Rejected counts, by reply code, the messages ingress refused (invalid or too large): never
@@ -57,6 +58,7 @@ type counters struct {
 	rejected, failed                     [len(codes)]atomic.Int64
 	slowEvents                           atomic.Int64
 	acks, errReplies, replyFailures      atomic.Int64
+	noResponders                         atomic.Int64
 	// discarded counts what nats.go still buffered when a subscription was unsubscribed without
 	// a drain (abort, drain timeout): lost like a drop, so reported with the drops.
 	discarded atomic.Int64
@@ -68,6 +70,7 @@ func (in *Ingress) Stats() Stats {
 	s := Stats{
 		Received:           c.received.Load(),
 		Excluded:           c.excluded.Load(),
+		NoResponders:       c.noResponders.Load(),
 		Encoded:            c.encoded.Load(),
 		Aborted:            c.aborted.Load(),
 		Rejected:           map[int]int64{},

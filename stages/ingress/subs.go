@@ -104,6 +104,7 @@ func (in *Ingress) onMsg(m *nats.Msg) {
 	in.counters.received.Add(1)
 	if in.cfg.excluded(m.Subject) {
 		in.counters.excluded.Add(1)
+		in.answerUnserved(m)
 		return
 	}
 	if m.Header != nil {
