@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/rocketstore/engine/internal/store/checkpoint"
 	"github.com/rocketstore/engine/internal/store/commitlog"
@@ -165,6 +166,10 @@ func (v *verifier) repairable() error {
 	}
 	if v.chain == nil {
 		return fmt.Errorf("%w %s: the CommitLog was not read", ErrNotRepairable, v.opts.Dir)
+	}
+	if len(v.configBad) > 0 {
+		return fmt.Errorf("%w %s: %s in %s cannot be read (see the config problems, which say what to do with them); nothing was changed",
+			ErrNotRepairable, v.opts.Dir, strings.Join(v.configBad, ", "), meta.ConfigDirName)
 	}
 	for topic, byID := range v.chain.queues {
 		for id, q := range byID {

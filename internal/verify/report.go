@@ -55,6 +55,11 @@ const (
 	// KindCheckpoint: the checkpoint cannot be decoded, or its offsets or timestamps lie past
 	// the data.
 	KindCheckpoint Kind = "checkpoint"
+
+	// KindConfig: a file of config/ the engine needs to start (subjectTags.json,
+	// consumerOffset.json) that neither decodes nor has a backup that does; the problem says
+	// what to do with it. Repair leaves it to be fixed by hand.
+	KindConfig Kind = "config"
 )
 
 // Problem is one thing found wrong.

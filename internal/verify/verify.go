@@ -31,8 +31,9 @@ type verifier struct {
 	scans     []*segScan
 	queues    []*queueCheck
 	index     []*indexCheck
-	logBad    bool  // the CommitLog's files are off: nothing can be repaired automatically
-	unindexed int64 // the first record with keys the index does not reach, or -1
+	logBad    bool     // the CommitLog's files are off: nothing can be repaired automatically
+	configBad []string // config files that cannot be read (config.go): repaired by hand only
+	unindexed int64    // the first record with keys the index does not reach, or -1
 }
 
 func (v *verifier) note(format string, args ...any) {
@@ -57,6 +58,7 @@ func (v *verifier) note(format string, args ...any) {
 //     the index reaches the last record with keys.
 //   - the checkpoint: it decodes, its offsets lie within the valid data, the dispatched one on
 //     a record boundary, its timestamps no later than the newest record.
+//   - the config files a start needs (config.go): each decodes, or its backup does.
 //
 // Problems go into the Report; an error means the check could not be done (the store missing,
 // an I/O error, ctx done).
@@ -242,6 +244,9 @@ func (v *verifier) verify(ctx context.Context) error {
 
 	// The checkpoint.
 	v.checkCheckpoint(cp, cpOK, c, v.scans)
+
+	// The config files a start needs.
+	v.checkConfig()
 	return nil
 }
 
@@ -251,7 +256,8 @@ func (v *verifier) verdict() string {
 	switch {
 	case r.Consistent():
 		return VerdictConsistent
-	case r.Counts[KindLogCorrupt] > 0 || r.Counts[KindLogFile] > 0 || r.Counts[KindLogQueueOffset] > 0:
+	case r.Counts[KindLogCorrupt] > 0 || r.Counts[KindLogFile] > 0 || r.Counts[KindLogQueueOffset] > 0 ||
+		r.Counts[KindConfig] > 0:
 		return VerdictCorrupt
 	}
 	return VerdictInconsistent

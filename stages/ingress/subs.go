@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rocketstore/engine/internal/wire"
+	"github.com/rocketstore/engine/stages/ingress/route"
 )
 
 // abortDrainTimeout bounds the drain of an abort (see endSubscriptions).
@@ -124,7 +124,7 @@ func (in *Ingress) onMsg(m *nats.Msg) {
 
 // excluded reports whether subject is never stored.
 func (c *Config) excluded(subject string) bool {
-	if strings.HasPrefix(subject, "_INBOX.") || strings.HasPrefix(subject, "$") {
+	if route.NeverStored(subject) {
 		return true
 	}
 	return c.Exclude != nil && c.Exclude(subject)

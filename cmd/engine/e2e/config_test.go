@@ -230,7 +230,8 @@ func TestConfigFileVariables(t *testing.T) {
 // TestConfigErrors: an unknown key, a value of the wrong type or a value its key does not
 // accept is an error naming the file and the key, exit 2; an unquoted duration is refused with
 // a hint; the subjects are checked as CONFIG.md lists (inboxes, $-subjects, overlaps), with the
-// message it shows; a bad flag is a usage error (2).
+// message it shows, and so are the declared topics (none of subjects never stored); a bad flag is
+// a usage error (2).
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -246,6 +247,8 @@ func TestConfigErrors(t *testing.T) {
 		{"inbox", "", []string{"--subjects", "orders.>,_INBOX.>"}, []string{`subjects (from flag): "_INBOX.>": reply inboxes are never stored (their messages are acks and replies)`}},
 		{"$-subject", "", []string{"--subjects", "$JS.API.>"}, []string{`"$JS.API.>"`, "never stored"}},
 		{"overlap", "", []string{"--subjects", "orders.>,orders.eu"}, []string{"overlap"}},
+		{"declared inbox topic", "", []string{"--topics", "_INBOX.>"}, []string{`topics (from flag): topic pattern "_INBOX.>"`, "never stored"}},
+		{"declared $-topic", "", []string{"--topics", "orders.*,$SYS.>=sys"}, []string{`topic pattern "$SYS.>"`, "never stored"}},
 		{"bad flag", "", []string{"--no-such-flag"}, []string{"--no-such-flag"}},
 	} {
 		args := c.args
@@ -272,5 +275,13 @@ func TestConfigErrors(t *testing.T) {
 	r := runCLI(t, "run", "--store", t.TempDir(), "--subjects", "_INBOX.>")
 	if r.code != 2 {
 		t.Errorf("run with an inbox subject: exit %d, want 2", r.code)
+	}
+	// A topic declared for subjects that are never stored is not declared: nothing is written.
+	store := t.TempDir()
+	if r := runCLI(t, "run", "--store", store, "--topics", "$SYS.>=sys"); r.code != 2 || !strings.Contains(r.stderr, "never stored") {
+		t.Errorf("run with a $-topic: exit %d, %q; want 2 and why", r.code, r.stderr)
+	}
+	if fileExists(t, filepath.Join(store, "config", "subjectTags.json")) {
+		t.Error("run with a $-topic wrote subjectTags.json")
 	}
 }

@@ -35,6 +35,9 @@ func ParseTopicPattern(s string) (TopicPattern, error) {
 	if why := natssubject.Check(p.Subjects, true); why != "" {
 		return p, fmt.Errorf("topic pattern %q: %q is not a valid NATS subject pattern: %s", s, p.Subjects, why)
 	}
+	if err := checkStored(p.Subjects); err != nil {
+		return p, err
+	}
 	if p.Topic == "" {
 		lit := literalPrefix(p.Subjects)
 		if lit == "" {
@@ -70,8 +73,8 @@ func WideTopics(ps []TopicPattern) []string {
 	return out
 }
 
-// CheckTopicPatterns checks declared patterns: each valid (as ParseTopicPattern makes them),
-// and no two overlapping, so that every subject has at most one declared topic whatever the
+// CheckTopicPatterns checks declared patterns: each valid (as ParseTopicPattern makes them), none
+// of subjects that are never stored (NeverStored), and no two overlapping, so that every subject has at most one declared topic whatever the
 // order of the declarations.
 func CheckTopicPatterns(ps []TopicPattern) error {
 	for i, p := range ps {
@@ -81,12 +84,25 @@ func CheckTopicPatterns(ps []TopicPattern) error {
 		if err := commitlog.ValidateTopic(p.Topic); err != nil {
 			return fmt.Errorf("topic pattern %q: %w", p.Subjects, err)
 		}
+		if err := checkStored(p.Subjects); err != nil {
+			return err
+		}
 		for _, prev := range ps[:i] {
 			if natssubject.Overlap(prev.Subjects, p.Subjects) {
 				return fmt.Errorf("topic patterns %q and %q overlap: a subject matching both would have two "+
 					"topics; make them disjoint", prev.Subjects, p.Subjects)
 			}
 		}
+	}
+	return nil
+}
+
+// checkStored refuses a pattern whose subjects are all ones ingress never stores: nothing could
+// ever arrive in its topic, yet it would be declared (and written into the subject-tag file).
+func checkStored(pattern string) error {
+	if NeverStored(pattern) {
+		return fmt.Errorf("topic pattern %q: subjects under _INBOX. and $-subjects (replies, system, JetStream and "+
+			"API subjects) are never stored, so nothing would ever arrive in its topic", pattern)
 	}
 	return nil
 }

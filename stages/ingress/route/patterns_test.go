@@ -21,6 +21,8 @@ func TestParseTopicPattern(t *testing.T) {
 		{"device.*.temp=device_temp", "device.*.temp", "device_temp"},
 		{"a=b.>=a_b", "a=b.>", "a_b"}, // the last '=' separates: a subject may hold one
 		{"h\xc3\xa9.>", "h\xc3\xa9.>", "h%C3%A9"},
+		{"_INBOX=inbox", "_INBOX", "inbox"}, // the subject _INBOX itself is stored
+		{"*.x=x", "*.x", "x"},
 	} {
 		p, err := ParseTopicPattern(tc.in)
 		if err != nil || p.Subjects != tc.subjects || p.Topic != tc.topic {
@@ -28,7 +30,9 @@ func TestParseTopicPattern(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"", ">", "*.x", "a..b", "a.>.b", "a b.>", "a.>=", "a.>=bad topic", "a.>=x/y",
-		"a.>=" + strings.Repeat("t", 128), strings.Repeat("s", 128) + ".>"} {
+		"a.>=" + strings.Repeat("t", 128), strings.Repeat("s", 128) + ".>",
+		// Never stored: nothing could arrive in the topic.
+		"_INBOX.>", "_INBOX.*.x=x", "$SYS.>=sys", "$RS.API.*=api", "$x"} {
 		if p, err := ParseTopicPattern(in); err == nil {
 			t.Errorf("ParseTopicPattern(%q) = %+v, want an error", in, p)
 		}
@@ -46,6 +50,8 @@ func TestCheckTopicPatterns(t *testing.T) {
 		{{"a.*", "a"}, {"*.b", "b"}},
 		{{"x", "bad topic"}},
 		{{"x..y", "x"}},
+		{{"_INBOX.>", "inbox"}},
+		{{"$SYS.>", "sys"}},
 	} {
 		if err := CheckTopicPatterns(ps); err == nil {
 			t.Errorf("CheckTopicPatterns(%v) accepted", ps)

@@ -26,6 +26,12 @@ func CheckPublishedSubject(subject string) error {
 	return nil
 }
 
+// NeverStored says subject, or every subject the pattern subject matches, is one ingress never
+// stores: a reply inbox (_INBOX.) or a $-subject (system, JetStream and API subjects).
+func NeverStored(subject string) bool {
+	return strings.HasPrefix(subject, "_INBOX.") || strings.HasPrefix(subject, "$")
+}
+
 // CheckSubscriptions checks the subjects ingress subscribes to: each a valid subscription subject (wildcards
 // allowed), none under the always-excluded prefixes, no two overlapping (NATS would deliver a
 // message once per matching subscription, and it would be stored twice).
@@ -34,7 +40,7 @@ func CheckSubscriptions(subjects []string) error {
 		if why := natssubject.Check(s, true); why != "" {
 			return fmt.Errorf("ingress: subject %q is not a valid NATS subject to subscribe to: %s", s, why)
 		}
-		if strings.HasPrefix(s, "_INBOX.") || strings.HasPrefix(s, "$") {
+		if NeverStored(s) {
 			return fmt.Errorf("ingress: subject %q is always excluded; subscribing to it stores nothing", s)
 		}
 		for _, prev := range subjects[:i] {
