@@ -41,12 +41,15 @@ func (e *Engine) newIngress(nc *nats.Conn, nopts NATSOptions, parts *route.Parti
 		Encode:    &commitlog.EncodeOptions{PropCRC: !o.NoPropCRC, MaxBodySize: o.MaxBodySize},
 		StoreHost: o.StoreHost, PendingMsgs: nopts.PendingMsgs, PendingBytes: nopts.PendingBytes,
 		NoReply: nopts.NoReply, Logger: o.Logger, Clock: o.Now, // ingress adds its stage field
-		JetStream: nopts.JetStream, Partitions: parts,
+		Partitions:  parts,
 		StoreDedupe: f.StoreDedupe(e.index.LastEndTimestamp(), o.DedupeWindow, o.DedupeMax, o.Now, e.forgotten()),
 		Interest:    interest,
 	}
 	if !nopts.NoReadAPI {
 		cfg.Exclude = readapi.Excluded(nopts.APIPrefix)
+	}
+	if nopts.JetStream != nil {
+		cfg.JetStream = f.JetStream(*nopts.JetStream)
 	}
 	if !nopts.NoBatchedAcks && nopts.JetStream == nil && nopts.QueueGroup == "" {
 		cfg.Batched = f.Batched(nopts.MaxStreams, nopts.StreamIdle)

@@ -1,6 +1,6 @@
 // Package lookup answers what ingress asks of the store besides appending: whether a message
 // id is stored already and where (the resends of batched-ack streams, the dedupe window across
-// a restart, the redeliveries of replicated mode), and where this engine's copy of a replicated
+// a restart, the redeliveries of replicated mode and of the JetStream bridge), and where this engine's copy of a replicated
 // partition ends. The lookups go through the IndexFile, on ingress's workers, never on the
 // appender's path. It declares what it reads of the store (Store) and makes the parts of
 // ingress's configuration that hold them.
@@ -17,6 +17,7 @@ import (
 	"github.com/rocketstore/engine/internal/reader"
 	"github.com/rocketstore/engine/stages/ingress"
 	"github.com/rocketstore/engine/stages/ingress/batched"
+	"github.com/rocketstore/engine/stages/ingress/jspull"
 	"github.com/rocketstore/engine/stages/ingress/replicated"
 )
 
@@ -154,6 +155,17 @@ func (f Finder) Replicated(src replicated.Config, name string, onFatal func(erro
 	src.LastSeq = f.LastStreamSeq
 	src.Found = func(topic, uniqKey string) bool {
 		_, ok := f.First(topic, uniqKey)
+		return ok
+	}
+	return &src
+}
+
+// JetStream is ingress's JetStream source src with the store's lookup of redeliveries filled in:
+// a redelivered message whose dedupe key (its UNIQ_KEY) is stored in its topic already is acked
+// from there instead of being stored again (jspull.Config.Found).
+func (f Finder) JetStream(src jspull.Config) *jspull.Config {
+	src.Found = func(topic, key string) bool {
+		_, ok := f.First(topic, key)
 		return ok
 	}
 	return &src

@@ -54,6 +54,10 @@ type propBuilder struct {
 	// extra are properties appended after the message's own (a replicated record's
 	// NATS_STREAM_SEQ), already encoded; the caller sets and clears them.
 	extra []byte
+	// uniq, when set, is the UNIQ_KEY of a message without a Nats-Msg-Id (the JetStream
+	// bridge's stream and sequence) instead of a generated one, returned as its dedupe id; the
+	// caller sets and clears it.
+	uniq string
 	// index is what dispatch needs of the last record built (recordindex.go); set only when
 	// the build succeeds.
 	index stages.RecordIndex
@@ -105,6 +109,9 @@ func (b *propBuilder) buildWith(m *nats.Msg, rt *route.Route, seq *wire.SeqHeade
 		seqAt = len(buf) + len(seq.Stream) + 1
 		buf = wire.AppendDerivedMsgID(buf, seq.Stream, seq.Seq)
 		buf = append(buf, commitlog.PropertySeparator)
+	} else if b.uniq != "" {
+		msgID = b.uniq
+		buf = commitlog.AppendProperty(buf, commitlog.PropUniqKey, msgID)
 	} else {
 		buf = append(buf, commitlog.PropUniqKey...)
 		buf = append(buf, commitlog.NameValueSeparator)

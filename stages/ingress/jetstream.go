@@ -34,6 +34,13 @@ func (s *jsSource) start(ctx context.Context) (err error) {
 // stop waits until the pull loop has handed over its last message.
 func (s *jsSource) stop(context.Context, context.CancelFunc) { s.puller.Stop() }
 
+// jsOrigin is what a job of the JetStream source keeps of its message (job.origin): its dedupe
+// key and whether JetStream delivered it before (jspull.Key).
+type jsOrigin struct {
+	key         string
+	redelivered bool
+}
+
 // deliver hands a pulled message to the worker that owns its (topic, queue); a message of an
 // excluded subject is not ours to store: done with it.
 func (s *jsSource) deliver(m *nats.Msg) {
@@ -45,23 +52,37 @@ func (s *jsSource) deliver(m *nats.Msg) {
 		return
 	}
 	rt := in.router.Admit(in.router.Route(m.Subject), 1)
-	in.hand(job{msg: m, route: rt, queue: in.router.Queue(m, rt)})
+	key, redelivered := jspull.Key(m)
+	in.hand(job{msg: m, route: rt, queue: in.router.Queue(m, rt), origin: &jsOrigin{key: key, redelivered: redelivered}})
 }
 
 // record encodes the message as a plain one, but its reply subject is JetStream's ack subject:
-// the message itself is settled instead (done), and without a Nats-Msg-Id its stream and
-// sequence are the dedupe key.
+// the message itself is settled instead (done), and its dedupe key is its UNIQ_KEY, so that the
+// IndexFile holds it. A redelivery whose key the store has already is acked from there instead
+// (jspull.Config).
 func (s *jsSource) record(w *worker, b *batchBuild, j *job) {
+	o, _ := j.origin.(*jsOrigin)
+	if o == nil {
+		o = &jsOrigin{}
+	}
+	if o.redelivered && o.key != "" && j.route.Err == nil && s.src.Found != nil {
+		w.in.restart.lookups.Add(1)
+		if s.src.Found(j.route.Topic, o.key) {
+			w.in.restart.found.Add(1)
+			w.in.settleJob(j, true)
+			s.settle(j.msg, nil) // stored before, its ack lost (a crash, a restart): ack it now
+			return
+		}
+	}
+	w.props.uniq = o.key
 	rec, err := w.encode(j, b.born)
+	w.props.uniq = ""
 	if err != nil {
 		w.in.settleJob(j, false)
 		w.in.reject(j.msg, err)
 		return
 	}
-	rec.Reply, rec.Ctx = "", j.msg
-	if rec.MsgID == "" {
-		rec.MsgID = jspull.DedupeKey(j.msg)
-	}
+	rec.Reply, rec.Ctx, rec.MsgID = "", j.msg, o.key
 	b.recs = append(b.recs, rec)
 }
 

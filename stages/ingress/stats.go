@@ -47,8 +47,9 @@ type Stats struct {
 	Batched batched.Stats
 	// StoreLookups counts the message ids looked up in the store because a record stored before
 	// the start, or one whose id the appender dropped from memory, could still be within the
-	// dedupe window (Config.StoreDedupe); StoreDuplicates those found there: answered as
-	// duplicates, not stored again.
+	// dedupe window (Config.StoreDedupe), or because JetStream delivered the message again (the
+	// JetStream source); StoreDuplicates those found there: answered as duplicates (acked, for
+	// JetStream), not stored again.
 	StoreLookups, StoreDuplicates int64
 }
 

@@ -27,8 +27,13 @@ import (
 // JetStream, not to publishers: a stored message is acked (+ACK), one refused as invalid (400,
 // 413) is terminated (+TERM, it can never succeed), one the store could not take (disk full,
 // stopping) is not acked, so that JetStream delivers it again; an excluded subject is acked.
-// Without a Nats-Msg-Id header, the stream and sequence ("$JS:<stream>:<seq>") are the dedupe key,
-// so a redelivery inside the dedupe window is not stored twice.
+//
+// Each message has a dedupe key (Key): its Nats-Msg-Id header, or without one its stream and
+// stream sequence ("$JS:<stream>:<seq>"). It is stored as the record's UNIQ_KEY, so the IndexFile
+// holds it. A redelivery is not stored twice: while the engine runs, the dedupe window holds the
+// key; a redelivery (JetStream's delivery count above 1) is also looked up in the store (Found),
+// so that one of a message stored before a crash or a restart, whose ack never reached
+// JetStream, is acked from the store instead of being stored again.
 type Config struct {
 	// Stream is the stream to read; Consumer the durable pull consumer (created with explicit
 	// acks, delivering everything, when it does not exist).
@@ -43,6 +48,11 @@ type Config struct {
 	MaxAckPending int
 	AckWait       time.Duration
 	FetchWait     time.Duration
+	// Found says whether a message with the dedupe key key is stored in topic already (its
+	// UNIQ_KEY, through the IndexFile; the engine sets it). A redelivered message found there is
+	// acked, not stored again. Nil: redeliveries are not looked up (the dedupe window alone
+	// holds them, within one run).
+	Found func(topic, key string) bool
 }
 
 // WithDefaults checks s and returns it with its defaults.
@@ -144,13 +154,21 @@ func (p *Puller) Stop() {
 	}
 }
 
-// DedupeKey is the dedupe key of a JetStream message without a Nats-Msg-Id.
-func DedupeKey(m *nats.Msg) string {
+// Key is a JetStream message's dedupe key (see Config): its Nats-Msg-Id when it has one, else
+// "$JS:<stream>:<stream sequence>", and whether JetStream delivered it before (its delivery count
+// is above 1). The key is "" when the message has neither (its reply subject is not JetStream's).
+func Key(m *nats.Msg) (key string, redelivered bool) {
 	md, err := m.Metadata()
-	if err != nil {
-		return ""
+	if err == nil {
+		redelivered = md.NumDelivered > 1
 	}
-	return "$JS:" + md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10)
+	if id := m.Header.Get(nats.MsgIdHdr); id != "" {
+		return id, redelivered
+	}
+	if err != nil {
+		return "", false
+	}
+	return "$JS:" + md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10), redelivered
 }
 
 // Settle acks or terminates a JetStream message after the store answered: stored (failed false)
