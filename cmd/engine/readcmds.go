@@ -18,8 +18,8 @@ import (
 type getCmd struct {
 	Source readSourceFlags `embed:""`
 
-	Topic  string        `placeholder:"TOPIC" help:"Topic to read (a subject's topic: orders.eu is stored as orders_eu)." required:""`
-	Queue  int32         `aliases:"queue-id" short:"q" placeholder:"ID" help:"Queue id." required:""`
+	Topic  string        `placeholder:"TOPIC" help:"Topic to read (a subject's topic: orders.eu is stored as orders_eu). Without it, --subject S reads S's messages in every topic (a subject's history can span topics: docs/CONFIG.md)."`
+	Queue  int32         `aliases:"queue-id" short:"q" placeholder:"ID" help:"Queue id (required with --topic)." default:"-1"`
 	Offset int64         `placeholder:"N" help:"Queue offset of the first message; -1 (the default): the queue's first offset." default:"-1"`
 	Count  int           `short:"n" placeholder:"K" help:"Messages to print at most, read in as many requests as it takes (default 32)." default:"32"`
 	Tags   []string      `help:"Only messages whose TAGS is one of these, comma-separated."`
@@ -33,6 +33,12 @@ func (c *getCmd) Run() error   { return readMain(c) }
 
 func (c *getCmd) Validate() error {
 	switch {
+	case c.Topic == "" && c.Subj == "":
+		return errors.New("missing flags: --topic=TOPIC and --queue=ID (or --subject=SUBJECT alone, to read a subject in every topic)")
+	case c.Topic != "" && c.Queue < 0:
+		return errors.New("missing flags: --queue=ID (a queue of --topic)")
+	case c.Topic == "" && (c.Queue >= 0 || c.Offset >= 0 || c.Wait > 0):
+		return errors.New("--queue, --offset and --wait read one queue: they need --topic")
 	case c.Count <= 0:
 		return errors.New("--count must be at least 1")
 	case c.Offset < -1:
@@ -59,6 +65,9 @@ func (c *getCmd) execute(ctx context.Context, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer src.close()
+	if c.Topic == "" {
+		return c.executeEveryTopic(ctx, src, stdout, stderr)
+	}
 	out, err := c.read(ctx, src)
 	if err != nil {
 		return err
