@@ -136,3 +136,30 @@ func BenchmarkUniqKey(b *testing.B) {
 		dst = g.Append(dst[:0])
 	}
 }
+
+// BenchmarkCheckCRC is what a read's CRC check costs per record (View.CheckCRC): the
+// whole-record CRC where the record has one, else the body CRC.
+func BenchmarkCheckCRC(b *testing.B) {
+	for _, n := range benchSizes {
+		for _, propCRC := range []bool{false, true} {
+			b.Run(fmt.Sprintf("body=%d/propCRC=%v", n, propCRC), func(b *testing.B) {
+				m := benchMessage(n)
+				rec, err := AppendRecord(nil, &m, EncodeOptions{PropCRC: propCRC})
+				if err != nil {
+					b.Fatal(err)
+				}
+				Stamp(rec, 1, 4096, 1_700_000_000_000, propCRC)
+				v, err := Parse(rec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(int64(len(rec)))
+				for b.Loop() {
+					if err := v.CheckCRC(propCRC); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
