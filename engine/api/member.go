@@ -306,7 +306,9 @@ func (m *Member) signal(ch chan struct{}) {
 }
 
 // Next returns the next message of the queues held, waiting until one is there or ctx ends. It
-// marks the message it returned before as handled.
+// marks the message it returned before as handled. A read the engine answers with an internal
+// error (500: a damaged store, such as a record that fails its CRC check) makes Next return that
+// error from then on.
 func (m *Member) Next(ctx context.Context) (Record, error) {
 	m.mu.Lock()
 	m.handledLocked()

@@ -227,6 +227,15 @@ func (m *Member) read(s *session) {
 			m.signal(m.control)
 			m.pause(s)
 			continue
+		case CodeOf(err) == CodeInternal:
+			// A damaged store (a record that fails its CRC check) or a bug: asking again gets
+			// the same answer, so Next says it rather than the member waiting in silence.
+			m.mu.Lock()
+			m.err = err
+			m.mu.Unlock()
+			m.signal(m.ready)
+			m.pause(s)
+			continue
 		case err != nil:
 			m.pause(s) // a timeout, or the engine stopping: try again
 			continue

@@ -11,7 +11,8 @@ import (
 
 // TestReadsCheckCRC: a record with a flipped bit is served by no read: Get answers ErrChecksum
 // (also ErrCorrupt) with the messages before it and NextOffset at it, and reads on past it from
-// the next offset; Lookup and Query refuse it; an offline Reader too; each refusal is counted.
+// the next offset; the batched read (Records), Lookup and Query refuse it; an offline Reader too;
+// each refusal is counted.
 // A filter that skips the record does not touch it.
 func TestReadsCheckCRC(t *testing.T) {
 	fsys := vfs.NewMem()
@@ -52,8 +53,12 @@ func TestReadsCheckCRC(t *testing.T) {
 	if _, err := s.r.Query(t.Context(), QueryRequest{Topic: "T", Key: "k"}); !errors.Is(err, ErrChecksum) {
 		t.Fatalf("query: %v", err)
 	}
-	if n := s.r.CRCFailures(); n != 3 {
-		t.Fatalf("%d failures counted, want 3", n)
+	out, _, err := s.r.Records(t.Context(), RecordsRequest{Topic: "T", Queues: []QueueFrom{{QueueID: 0, Offset: 0}}}, nil)
+	if !errors.Is(err, ErrChecksum) || out[0].Count != 2 || out[0].NextOffset != 2 {
+		t.Fatalf("batched read: %v, %+v", err, out)
+	}
+	if n := s.r.CRCFailures(); n != 4 {
+		t.Fatalf("%d failures counted, want 4", n)
 	}
 
 	off := openOffline(t, fsys, "/store", small)

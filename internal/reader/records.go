@@ -52,23 +52,32 @@ type QueueRecords struct {
 
 // Records appends the records req asks for to buf and returns, per queue of req in its order,
 // what it found, with buf grown. An unknown queue is ErrUnknownQueue (unless UnknownIsEmpty);
-// a damaged record is ErrCorrupt, as for Get.
+// a damaged record is ErrCorrupt, as for Get (a record that fails its CRC check ErrChecksum). As a
+// Get, it sees every message acked before it arrived (visible.go).
 func (r *Reader) Records(ctx context.Context, req RecordsRequest, buf []byte) ([]QueueRecords, []byte, error) {
+	acked := r.ackMark() // what was acked as the read arrived: it must see that (visible.go)
 	req.Max = min(cmpOr(req.Max, DefaultGetMax), MaxRecordsMax)
 	req.MaxBytes = min(cmpOr(req.MaxBytes, DefaultGetMaxBytes), MaxGetMaxBytes)
 	f := newTagFilter(req.Topic, req.Tags)
 	f.bySubject(r.SubjectTags(), req.Topic, req.Subject)
+	start := len(buf)
 	if req.Wait <= 0 || r.dispatched == nil || r.off != nil {
-		return r.records(req, f, buf)
+		out, b, err := r.records(req, f, buf)
+		if recordsShort(out, err, req) && r.catchUp(ctx, acked) {
+			out, b, err = r.records(req, f, b[:start])
+		}
+		return out, b, err
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, req.Wait)
 	defer cancel()
-	start := len(buf)
 	for {
 		mark := r.dispatched.Load() // before the read: a unit it misses wakes the wait
 		out, b, err := r.records(req, f, buf[:start])
 		buf = b
 		if err != nil || !allAtHead(out, req.Queues) {
+			if recordsShort(out, err, req) && r.catchUp(ctx, acked) {
+				out, buf, err = r.records(req, f, buf[:start])
+			}
 			return out, buf, err
 		}
 		for i := range req.Queues {
@@ -81,6 +90,21 @@ func (r *Reader) Records(ctx context.Context, req RecordsRequest, buf []byte) ([
 			return out, buf, ctx.Err()
 		}
 	}
+}
+
+// recordsShort says a batched read (out, err) found no queue, or ended at the head of a queue with
+// room left: where an acked message may have been about to appear (visible.go).
+func recordsShort(out []QueueRecords, err error, req RecordsRequest) bool {
+	if err != nil {
+		return errors.Is(err, ErrUnknownQueue)
+	}
+	count, bytes, head := 0, 0, false
+	for _, q := range out {
+		count += q.Count
+		bytes += len(q.Records)
+		head = head || q.NextOffset >= q.MaxOffset
+	}
+	return head && count < req.Max && bytes < req.MaxBytes
 }
 
 // MaxRecordsMax caps RecordsRequest.Max.

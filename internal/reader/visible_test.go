@@ -60,6 +60,27 @@ func TestReadSeesAcked(t *testing.T) {
 		{"get filtered", func(t *testing.T, s *testStore, _ int64) error {
 			return found(s.r.Get(t.Context(), GetRequest{Topic: "T", Offset: 0, Tags: []string{"b"}}))
 		}, "T"},
+		{"records from below", func(t *testing.T, s *testStore, _ int64) error {
+			out, _, err := s.r.Records(t.Context(), RecordsRequest{Topic: "T", Queues: []QueueFrom{{QueueID: 0, Offset: 0}}}, nil)
+			if err == nil && out[0].Count != 2 {
+				return fmt.Errorf("%d records", out[0].Count)
+			}
+			return err
+		}, "T"},
+		{"records in a new topic", func(t *testing.T, s *testStore, _ int64) error {
+			out, _, err := s.r.Records(t.Context(), RecordsRequest{Topic: "N", Queues: []QueueFrom{{QueueID: 0, Offset: 0}}}, nil)
+			if err == nil && out[0].Count != 1 {
+				return fmt.Errorf("%d records", out[0].Count)
+			}
+			return err
+		}, "N"},
+		{"records long poll from below", func(t *testing.T, s *testStore, _ int64) error {
+			out, _, err := s.r.Records(t.Context(), RecordsRequest{Topic: "T", Queues: []QueueFrom{{QueueID: 0, Offset: 0}}, Wait: time.Hour}, nil)
+			if err == nil && out[0].Count != 2 {
+				return fmt.Errorf("%d records", out[0].Count)
+			}
+			return err
+		}, "T"},
 		{"query", func(t *testing.T, s *testStore, _ int64) error {
 			ms, err := s.r.Query(t.Context(), QueryRequest{Topic: "N", Key: "k"})
 			if err == nil && len(ms) != 1 {

@@ -6,14 +6,17 @@ import (
 	"io/fs"
 	"path"
 
+	"github.com/rs/zerolog"
+
 	"github.com/rocketstore/engine/internal/store/meta"
+	"github.com/rocketstore/engine/internal/store/offsets"
 	"github.com/rocketstore/engine/internal/store/subjecttags"
 )
 
 // The files of <store>/config that the engine must read to start (and an offline read, for the
 // subject tags): one that neither it nor its .bak backup decodes makes every start refuse, so
-// verify reports it as damage, with the way out. repair does not touch them (ErrNotRepairable
-// says what to do by hand).
+// verify reports it as damage, with the way out (the loaders' errors say it). repair does not
+// touch them (ErrNotRepairable says what to do by hand).
 
 // configCheck is one config file: how to load it, what refuses to work without it, and what to
 // do with it when neither it nor its backup decodes.
@@ -34,15 +37,13 @@ var configChecks = []configCheck{
 		refuses: "every start of the engine and every offline read refuse the store",
 	},
 	{
-		name: meta.ConsumerOffsetFileName,
+		name: meta.ConsumerOffsetFileName, // and its journal: offsets.Load reads both
 		load: func(v *verifier) error {
-			var f meta.ConsumerOffsetFile
-			_, err := meta.Load(v.ro, v.configFile(meta.ConsumerOffsetFileName), &f)
+			_, err := offsets.Load(v.ro, v.opts.Dir, zerolog.Nop()) // its error says the way out
 			return err
 		},
-		refuses: "every start of the engine refuses the store",
-		wayOut: "restore it from a copy of the store, or remove it and its " + meta.BakSuffix + " backup: every consumer " +
-			"group's committed offsets are then lost",
+		refuses: "every start of the engine refuses the store; removing the files instead loses every consumer " +
+			"group's committed offsets",
 	},
 }
 

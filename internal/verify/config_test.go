@@ -23,7 +23,7 @@ func TestDamagedConfigFile(t *testing.T) {
 		wayOut string
 	}{
 		{subjecttags.FileName, "removing"},
-		{meta.ConsumerOffsetFileName, "committed offsets are then lost"},
+		{meta.ConsumerOffsetFileName, "committed offsets"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fsys, _ := newStore(t, 20)

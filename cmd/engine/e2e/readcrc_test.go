@@ -16,7 +16,8 @@ import (
 // TestReadsRefuseDamagedRecord: a bit flipped in a stored record (here in its body, in the
 // CommitLog file, under a running engine) is served by no read: the read API's get, pull, msg and
 // query answer 500 saying which record failed its CRC check and where to read on, a replay ends
-// with that error, the CLI's get fails online and offline, and /metrics counts the refusals.
+// with that error, the CLI's get fails online and offline, a consumer group's member (engine
+// consume, the batched read) fails, and /metrics counts the refusals.
 // The records around it are still read, and once the byte is put back the record is served again.
 // README.md "Safe by default" (every record carries a whole-record CRC).
 func TestReadsRefuseDamagedRecord(t *testing.T) {
@@ -130,6 +131,11 @@ func TestReadsRefuseDamagedRecord(t *testing.T) {
 	if r := runCLI(t, "replay", "--topic", topic, "--offset", "0", "--to", "crc.replayed", "--rate", "1000", "--nats", e.url); r.code != 1 ||
 		!crcRefusal.MatchString(r.stderr) {
 		t.Errorf("replay: exit %d, stderr %q; want 1 and the CRC failure", r.code, r.stderr)
+	}
+	// A consumer group's member (the batched read) gets what lies before it, then the error.
+	if r := runCLI(t, "consume", "--group", "crc", "--topic", topic, "--until-end", "--nats", e.url); r.code != 1 ||
+		!crcRefusal.MatchString(r.stderr) || strings.Contains(r.stdout, b64("crc-body-1")) {
+		t.Errorf("consume: exit %d, stdout %q, stderr %q; want 1 and the CRC failure, not the record", r.code, r.stdout, r.stderr)
 	}
 
 	_, metrics := httpGet(t, e.http+"/metrics")
