@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"time"
@@ -147,9 +148,13 @@ func (e *Embedded) SetLogLevel(level zerolog.Level) {
 }
 
 // Interest returns, for the account nc's connection belongs to, how many subscriptions would
-// receive a message on a subject: every client's, nc's own included, and those of routes and leaf
-// nodes (ingress's Config.Interest, which answers a request nobody else receives with
-// no-responders).
+// receive a message on a subject, nc's own included (ingress's Config.Interest, which answers a
+// request nobody else receives with no-responders). It counts every subscription of the account
+// on this server that matches the subject (Subsz with the subject as its test), not the
+// server's cached "any interest" walk, which stops at the first full wildcard and so misses the
+// subscriptions beside a '>'. While the server has routes, leaf nodes or gateways, subscribers
+// on other servers are not all listed here: it then returns math.MaxInt (someone else may
+// answer).
 func (e *Embedded) Interest(nc *nats.Conn) (func(subject string) int, error) {
 	cid, err := nc.GetClientID()
 	if err != nil {
@@ -162,11 +167,17 @@ func (e *Embedded) Interest(nc *nats.Conn) (func(subject string) int, error) {
 	if len(cz.Conns) != 1 {
 		return nil, fmt.Errorf("embedded nats: %d connections with the engine's client id %d", len(cz.Conns), cid)
 	}
-	acc, err := e.ns.LookupAccount(cmp.Or(cz.Conns[0].Account, server.DEFAULT_GLOBAL_ACCOUNT))
-	if err != nil {
-		return nil, fmt.Errorf("embedded nats: the engine's account: %w", err)
-	}
-	return acc.Interest, nil
+	acc := cmp.Or(cz.Conns[0].Account, server.DEFAULT_GLOBAL_ACCOUNT)
+	return func(subject string) int {
+		if e.ns.NumRoutes() > 0 || e.ns.NumLeafNodes() > 0 || e.ns.NumOutboundGateways() > 0 {
+			return math.MaxInt
+		}
+		sz, err := e.ns.Subsz(&server.SubszOptions{Subscriptions: true, Account: acc, Test: subject, Limit: 1})
+		if err != nil {
+			return math.MaxInt // not a subject a client can publish to: leave it be
+		}
+		return sz.Total
+	}, nil
 }
 
 // JetStreamEnabled says the server runs JetStream.
