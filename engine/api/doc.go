@@ -20,6 +20,8 @@
 //	commit            CommitRequest      CommitReply         record a consumer group's offset in a queue
 //	fetch             FetchRequest       FetchReply          a consumer group's committed offset in a queue
 //	replay            ReplayRequest      ReplayReply         start sending a topic onto a subject (see Replay)
+//	read              ReadRequest        (binary)            several queues, many records in one message (docs/GROUPS.md)
+//	group.*           (docs/GROUPS.md)                       consumer groups: join, heartbeat, release, leave, list, describe, reset, delete
 //
 // Examples (field names are the JSON tags of the types in this package):
 //
@@ -66,6 +68,18 @@
 //
 // # Bounds
 //
+// Every bound has a default and a cap. A request that asks for more than the cap is lowered to
+// it, not refused, and the reply says what was applied: get's "applied" object, the Rs-Applied
+// header of a pull's end message and of a batched read ("max=4096,waitMs=60000"):
+//
+//	           max (messages)            maxBytes (records' bytes)               waitMs
+//	get        32, at most 1,024         256 KiB, at most 64 MiB or what fits    0, at most 60,000
+//	pull       256, at most 4,096        4 MiB, at most 64 MiB                   0, at most 60,000
+//	read       1,024, at most 65,536     4 MiB, at most what fits in a reply     0, at most 60,000
+//
+// Offsets: a queue's minOffset is its first readable offset, its maxOffset the offset its next
+// message will get (exclusive: a queue holding offsets 0 to 6 has maxOffset 7; an empty one 0).
+//
 // A reply never exceeds the connection's max payload. The engine lowers a get's maxBytes to what
 // fits once base64 and JSON are counted, measures the encoded reply, and stops early when the
 // next message would not fit: Truncated is then set and NextOffset points at the first message
@@ -97,7 +111,7 @@
 // # Pull
 //
 // pull is get for throughput: the same request fields (PullRequest: topic, queueId, offset, max,
-// maxBytes, tags, waitMs), as JSON, but no JSON reply. The engine publishes each message to the
+// maxBytes, tags, subject, waitMs), as JSON, but no JSON reply. The engine publishes each message to the
 // request's reply subject as a NATS message of its own, then an end message, and NATS delivers
 // one publisher's messages to a subscriber in order, so the end message comes last. Client.Pull
 // does this with an inbox of its own per call; Consumer reads a queue pull after pull with the
@@ -113,8 +127,10 @@
 //     $RS.PULL.41.1700000000123.7F00000100002A9F000000000001E240 (the message id ends with the
 //     CommitLog offset in hex; topic and queue are the request's); not meant to be answered.
 //   - headers: the original headers rebuilt from the properties, as a replay's (below): the
-//     publisher's headers, Rs-Subject, Nats-Msg-Id or Rs-Uniq-Key, the keys and tags headers. A
-//     message stored without any (Engine.Put) comes without a header block.
+//     publisher's headers, the keys and tags headers, Nats-Msg-Id when the publisher sent one,
+//     and two the engine adds to every message from NATS: Rs-Subject (the subject it came on)
+//     and, when it had no Nats-Msg-Id, Rs-Uniq-Key (the id the engine gave it). A message stored
+//     without any (Engine.Put) comes without a header block.
 //   - a message whose body and headers exceed the connection's max payload comes without its
 //     body, with the header Rs-Partial: <body size>; read the body with msg (Client.Body;
 //     Consumer does it).
@@ -139,6 +155,20 @@
 // message goes whatever its size); to go on, pull again from the next offset. Long polling is
 // the get's (waitMs, the same MaxLongPolls slots). A pull without a reply subject, or with one
 // under the API's prefix, is ignored.
+//
+// # Reading a whole topic
+//
+// Queues are independent: order holds within a queue, not across them. To read a topic whole,
+// ask offsets for its queues (their minOffset and maxOffset) and read every queue at once, each
+// on its own: one get or pull in flight per queue, the next from the previous one's next offset
+// (Rs-Pull-Next-Offset), so that each queue's messages arrive in order. Consumer does this for
+// one queue with the next pull sent as soon as the previous one's end message is in, while the
+// caller handles its batch. The batched read (read) takes several queues in one request and
+// answers with many records in one NATS message; a consumer group (docs/GROUPS.md) spreads the
+// queues over several processes and keeps their place. A filtered get scans at most 800 queue
+// units, a filtered pull 65,536, a filtered read what its max allows per queue (at least 800):
+// when the scan stops before the head, get says scanStopped, pull Rs-Pull-Scan-Stopped, read
+// NO_MATCHED_MESSAGE with a nextOffset below maxOffset; read on from there.
 //
 // # Replay
 //

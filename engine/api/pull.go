@@ -78,6 +78,10 @@ const (
 	// units) before the head of the queue: later offsets may still match; pull again from the
 	// next offset.
 	HeaderPullScanStopped = "Rs-Pull-Scan-Stopped"
+	// HeaderApplied, on a pull's end message and a batched read's reply, lists the bounds the
+	// engine applied where the request asked for more ("max=4096,maxBytes=67108864,waitMs=60000":
+	// a larger value is lowered, not refused); get's reply has them as "applied".
+	HeaderApplied = "Rs-Applied"
 	// HeaderPullErrorCode and HeaderPullError, on the end message of a failed pull, are the
 	// error's code (as in error replies) and description.
 	HeaderPullErrorCode = "Rs-Pull-Error-Code"

@@ -139,6 +139,9 @@ type GetReply struct {
 	// before the head of the queue: later offsets may still match (a NO_MATCHED_MESSAGE status
 	// speaks for the units scanned only); get again from NextOffset.
 	ScanStopped bool `json:"scanStopped,omitempty"`
+	// Applied lists the bounds the engine applied where the request asked for more (max,
+	// maxBytes, waitMs): a larger value is lowered, not refused.
+	Applied map[string]int64 `json:"applied,omitempty"`
 }
 
 // MsgRequest asks for one message by its offset message id (endpoint msg).

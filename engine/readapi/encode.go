@@ -123,4 +123,5 @@ type getEnvelope struct {
 	Truncated   bool   `json:"truncated,omitempty"`
 	WaitSkipped bool   `json:"waitSkipped,omitempty"`
 	ScanStopped bool   `json:"scanStopped,omitempty"`
+	Applied     applied `json:"applied,omitempty"`
 }

@@ -86,6 +86,9 @@ func (s *Service) get(r api.GetRequest, skipWait, owned bool) ([]byte, error) {
 		Status: res.Status.String(), NextOffset: res.NextOffset, MinOffset: res.MinOffset, MaxOffset: res.MaxOffset,
 		WaitSkipped: skipWait, ScanStopped: res.ScanStopped,
 	}
+	env.Applied.lower("max", int64(r.Max), reader.MaxGetMax)
+	env.Applied.lower("maxBytes", int64(r.MaxBytes), int64(min(gr.MaxBytes, reader.MaxGetMaxBytes)))
+	env.Applied.lower("waitMs", r.WaitMs, api.MaxWaitMs)
 	switch {
 	case n < len(res.Messages):
 		env.NextOffset, env.Truncated, env.ScanStopped = res.Messages[n].QueueOffset, true, false

@@ -265,6 +265,13 @@ func (s *Service) pull(r api.PullRequest, reply string, skipWait, owned bool) {
 	if skipWait {
 		h.Set(api.HeaderPullWaitSkipped, "true")
 	}
+	var a applied
+	a.lower("max", int64(r.Max), int64(maxMsgs))
+	a.lower("maxBytes", int64(r.MaxBytes), int64(maxBytes))
+	a.lower("waitMs", r.WaitMs, api.MaxWaitMs)
+	if len(a) > 0 {
+		h.Set(api.HeaderApplied, a.header())
+	}
 	if scanStopped && failed == nil && count < maxMsgs && bytes < maxBytes && next < hi {
 		h.Set(api.HeaderPullScanStopped, "true")
 	}

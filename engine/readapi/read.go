@@ -124,6 +124,13 @@ func (s *Service) read(r api.ReadRequest, skipWait bool) (nats.Header, []byte, e
 	rr.MaxBytes = max(min(orDefault(r.MaxBytes, api.DefaultReadMaxBytes), room), 1)
 	h := nats.Header{}
 	h.Set(api.HeaderReadStatus, "OK")
+	var a applied
+	a.lower("max", int64(r.Max), int64(rr.Max))
+	a.lower("maxBytes", int64(r.MaxBytes), int64(rr.MaxBytes))
+	a.lower("waitMs", r.WaitMs, api.MaxWaitMs)
+	if len(a) > 0 {
+		h.Set(api.HeaderApplied, a.header())
+	}
 	if r.WaitMs > 0 {
 		if skipWait {
 			h.Set(api.HeaderReadWaitSkipped, "true")
