@@ -116,12 +116,12 @@ func withMessages(list []byte, envelope any) ([]byte, error) {
 
 // getEnvelope is GetReply but for its messages.
 type getEnvelope struct {
-	Status      string `json:"status"`
-	NextOffset  int64  `json:"nextOffset"`
-	MinOffset   int64  `json:"minOffset"`
-	MaxOffset   int64  `json:"maxOffset"`
-	Truncated   bool   `json:"truncated,omitempty"`
-	WaitSkipped bool   `json:"waitSkipped,omitempty"`
-	ScanStopped bool   `json:"scanStopped,omitempty"`
+	Status      string  `json:"status"`
+	NextOffset  int64   `json:"nextOffset"`
+	MinOffset   int64   `json:"minOffset"`
+	MaxOffset   int64   `json:"maxOffset"`
+	Truncated   bool    `json:"truncated,omitempty"`
+	WaitSkipped bool    `json:"waitSkipped,omitempty"`
+	ScanStopped bool    `json:"scanStopped,omitempty"`
 	Applied     applied `json:"applied,omitempty"`
 }
