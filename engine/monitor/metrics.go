@@ -71,6 +71,13 @@ func (m *SyncMetrics) Observe(d time.Duration, bytes int64) {
 	m.size.Observe(float64(bytes))
 }
 
+// Totals are the syncs observed so far and the time they took together (for rates over an
+// interval: the console's flush latency).
+func (m *SyncMetrics) Totals() (syncs uint64, seconds float64) {
+	s := histogramSums(m.duration)
+	return s.count, s.sum
+}
+
 // The families the collector reports, besides the sync histograms.
 var (
 	descBuildInfo = newDesc("build_info", "Build metadata; the value is 1.", "version", "goversion", "revision")

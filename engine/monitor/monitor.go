@@ -34,6 +34,7 @@ import (
 //	                stopping, stopped, failed
 //	/status, /      JSON status, like nats-server's /varz
 //	/debug/pprof/   net/http/pprof, only with Options.Pprof (404 otherwise)
+//	/console/       the console in the browser, with Options.Console (engine/console)
 //
 // The monitor can start before the store is open, so that an orchestrator sees the process
 // alive (/healthz) but not ready (/readyz: "recovering") while recovery runs:
@@ -79,6 +80,9 @@ type Options struct {
 	Logger zerolog.Logger
 	// ShutdownTimeout bounds Close's wait for the requests under way (5 s).
 	ShutdownTimeout time.Duration
+	// Console, when set, is served under /console/ (engine/console: it checks credentials
+	// itself).
+	Console http.Handler
 }
 
 // Monitor is a running monitoring server.
@@ -286,6 +290,10 @@ func (m *Monitor) newHandler() http.Handler {
 	mux.HandleFunc("GET /readyz", m.readyz)
 	mux.HandleFunc("GET /status", m.statusPage)
 	mux.HandleFunc("GET /{$}", m.statusPage)
+	if m.opts.Console != nil {
+		mux.Handle("/console/", m.opts.Console)
+		mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
+	}
 	if m.opts.Pprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
