@@ -49,7 +49,7 @@ const (
 var notInFile = map[string]bool{"help": true, "config": true, "check_config": true}
 
 // secret keys are printed hidden.
-var secret = map[string]bool{"password": true, "token": true}
+var secret = map[string]bool{"password": true, "token": true, "console_password": true}
 
 // configError is an invalid configuration: the command exits 2.
 type configError struct{ err error }

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/engine"
+	"github.com/rocketstore/engine/engine/console"
 	"github.com/rocketstore/engine/engine/groups"
 	"github.com/rocketstore/engine/engine/monitor"
 	"github.com/rocketstore/engine/engine/natsserver"
@@ -144,8 +145,14 @@ type runCmd struct {
 	GroupMaxGroupMembers  int           `name:"group-max-group-members" help:"Members of one consumer group." default:"1000" env:"ENGINE_GROUP_MAX_GROUP_MEMBERS" group:"Consumer groups"`
 	MaxGroups             int           `name:"max-groups" help:"Consumer groups whose committed offsets the store keeps (-1: no bound); a commit of one more is refused (429)." default:"100000" env:"ENGINE_MAX_GROUPS" group:"Consumer groups"`
 
-	HTTP  string `name:"http" help:"Serve /metrics (Prometheus), /healthz, /readyz, /status on this address (e.g. 127.0.0.1:8222); empty: off." env:"ENGINE_HTTP" group:"Monitoring"`
+	HTTP  string `name:"http" help:"Serve /metrics (Prometheus), /healthz, /readyz, /status and the console (/console/) on this address (e.g. 127.0.0.1:8222); empty: off." env:"ENGINE_HTTP" group:"Monitoring"`
 	Pprof bool   `help:"Also serve /debug/pprof on the --http address." env:"ENGINE_PPROF" group:"Monitoring"`
+
+	// The console in the browser (engine/console), on the --http address.
+	NoConsole       bool   `name:"no-console" help:"Do not serve the console under /console/ on the --http address." env:"ENGINE_NO_CONSOLE" group:"Console"`
+	ConsoleUser     string `name:"console-user" help:"User name of the console's credentials (HTTP basic authentication)." default:"admin" env:"ENGINE_CONSOLE_USER" group:"Console"`
+	ConsolePassword string `name:"console-password" help:"Password of the console: when set, every console request needs it; on an --http address other than loopback the console is refused without it." env:"ENGINE_CONSOLE_PASSWORD" group:"Console"`
+	ConsoleActions  bool   `name:"console-actions" help:"Let the console reset and delete consumer groups (each confirmed in the page); needs --console-password." env:"ENGINE_CONSOLE_ACTIONS" group:"Console"`
 
 	// Set by the hooks (config.go), not flags.
 	file     *configFile // the configuration file, if any
@@ -189,17 +196,35 @@ func (r *runCmd) Run(log zerolog.Logger, levels *natsserver.LevelWriter) error {
 	startCtx, startDone := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer startDone()
 	var mon *monitor.Monitor
+	var con *console.Console
 	var err error
 	if r.HTTP != "" {
+		var stopConsole func()
+		if con, stopConsole, err = r.startConsole(log); err != nil {
+			return err
+		}
+		defer stopConsole()
 		// Up before the store opens, so that /readyz says "recovering" during recovery.
-		if mon, err = monitor.Start(r.HTTP, monitor.Options{Version: version, StoreDir: opts.Dir, Pprof: r.Pprof, Logger: log}); err != nil {
+		mopts := monitor.Options{Version: version, StoreDir: opts.Dir, Pprof: r.Pprof, Logger: log}
+		if con != nil {
+			mopts.Console = con
+		}
+		if mon, err = monitor.Start(r.HTTP, mopts); err != nil {
 			return err
 		}
 		defer mon.Close()
-		log.Info().Str("http", mon.URL()).Msg("monitoring")
+		if con != nil {
+			con.SetStatus(mon.Status)
+		}
+		log.Info().Str("http", mon.URL()).Bool("console", con != nil).Msg("monitoring")
 	}
 	if mon != nil {
-		nopts.OnRunning = func(s *engine.Server) { mon.Attach(s.Engine, s) } // before the "engine running" line: the status is then running
+		nopts.OnRunning = func(s *engine.Server) { // before the "engine running" line: the status is then running
+			mon.Attach(s.Engine, s)
+			if con != nil {
+				con.Attach(console.ServerTarget(s))
+			}
+		}
 	}
 	srv, err := engine.ServeContext(startCtx, opts, nopts)
 	if err != nil {

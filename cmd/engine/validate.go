@@ -292,6 +292,9 @@ func (v *validator) readAPI() {
 	} else if r.Pprof {
 		v.bad("pprof", "needs http (pprof is served on the monitoring address)")
 	}
+	if r.ConsoleActions && r.ConsolePassword == "" {
+		v.bad("console_actions", "needs console_password: a console request that changes state must carry credentials")
+	}
 }
 
 // checkSubscription checks a subject to subscribe to; it says what is wrong, "" if nothing.

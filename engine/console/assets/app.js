@@ -1,0 +1,73 @@
+// The console's page: one document, a view per URL under /console/ (the URL holds every
+// parameter of a view, so that each is a link to share), data from /console/api/.
+import {h, fill, errorBox} from './dom.js';
+import {overview} from './overview.js';
+import {topics, topic} from './topics.js';
+import {groups, group} from './groups.js';
+import {messages} from './messages.js';
+import {message} from './message.js';
+import {api, session, setSession} from './api.js';
+
+const views = {
+  '': overview,
+  'topics': topics,
+  'topic': topic,
+  'groups': groups,
+  'group': group,
+  'messages': messages,
+  'message': message,
+};
+
+let cleanup = null; // the current view's: stops its timers
+
+// route shows the view of the current URL.
+async function route() {
+  if (cleanup) cleanup();
+  cleanup = null;
+  const main = document.getElementById('main');
+  const path = location.pathname.replace(/^\/console\/?/, '').replace(/\/$/, '');
+  const params = Object.fromEntries(new URLSearchParams(location.search));
+  for (const a of document.querySelectorAll('#nav a')) {
+    const v = a.dataset.view;
+    a.classList.toggle('active', v === path || (v === 'topics' && path === 'topic') ||
+      (v === 'groups' && path === 'group') || (v === 'messages' && path === 'message'));
+  }
+  const view = views[path];
+  if (!view) {
+    fill(main, h('h1', {}, 'Not found'), h('p', {}, 'No console view at ' + location.pathname + '.'));
+    return;
+  }
+  main.dataset.view = path || 'overview';
+  main.dataset.ready = '';
+  try {
+    cleanup = await view(main, params);
+  } catch (err) {
+    fill(main, errorBox(err));
+  }
+  main.dataset.ready = 'true';
+}
+
+document.addEventListener('click', (ev) => {
+  const a = ev.target.closest('a');
+  if (!a || ev.defaultPrevented || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || a.target || a.hasAttribute('download')) return;
+  const url = new URL(a.href, location.href);
+  if (url.origin !== location.origin || !url.pathname.startsWith('/console/') || url.pathname.startsWith('/console/api/')) return;
+  ev.preventDefault();
+  navigate(url.pathname + url.search);
+});
+window.addEventListener('popstate', route);
+
+async function start() {
+  try {
+    setSession(await api('session'));
+  } catch (err) {
+    fill(document.getElementById('main'), errorBox(err));
+    return;
+  }
+  const who = document.getElementById('who');
+  fill(who, session.user ? session.user + ' · ' : '', session.actions ? 'actions on' : 'read-only');
+  who.dataset.actions = session.actions ? 'on' : 'off';
+  route();
+}
+
+start();
