@@ -6,7 +6,7 @@ import {topics, topic} from './topics.js';
 import {groups, group} from './groups.js';
 import {messages} from './messages.js';
 import {message} from './message.js';
-import {api, session, setSession} from './api.js';
+import {api, session, setSession, navigate} from './api.js';
 
 const views = {
   '': overview,

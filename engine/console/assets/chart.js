@@ -43,7 +43,10 @@ export class Chart {
     g.setTransform(ratio, 0, 0, ratio, 0, 0);
     g.clearRect(0, 0, w, hgt);
     const now = Date.now();
-    const t0 = now - this.opts.windowMs;
+    // The span shown: the history there is, from one minute up to the window.
+    const first = this.points.length ? this.points[0][0] : now;
+    const span = Math.min(this.opts.windowMs, Math.max(60000, now - first));
+    const t0 = now - span;
     const pad = {l: 4, r: 4, t: 14, b: 14};
     const pw = w - pad.l - pad.r;
     const ph = hgt - pad.t - pad.b;
@@ -64,10 +67,10 @@ export class Chart {
     g.textBaseline = 'bottom';
     g.fillText(top > 0 ? this.opts.format(top) : '0', pad.l, pad.t - 2);
     g.textBaseline = 'top';
-    g.fillText('-' + Math.round(this.opts.windowMs / 60000) + ' min', pad.l, pad.t + ph + 2);
+    g.fillText('-' + Math.round(span / 60000) + ' min', pad.l, pad.t + ph + 2);
     const nowLabel = 'now';
     g.fillText(nowLabel, w - pad.r - g.measureText(nowLabel).width, pad.t + ph + 2);
-    const x = (t) => pad.l + ((t - t0) / this.opts.windowMs) * pw;
+    const x = (t) => pad.l + ((t - t0) / span) * pw;
     const y = (v) => pad.t + ph - (top > 0 ? (v / top) * ph : 0);
     if (this.points.length > 0) {
       g.beginPath();

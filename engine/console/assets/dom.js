@@ -18,7 +18,7 @@ export function h(tag, attrs, ...children) {
 }
 
 function append(el, children) {
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -107,7 +107,7 @@ export function duration(ms) {
 export function localInput(ms) {
   if (!ms) return '';
   const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
-  return d.toISOString().slice(0, 19);
+  return d.toISOString().slice(0, 23); // with milliseconds: a range taken from a link keeps its ends
 }
 
 // fromParam reads a begin/end URL parameter (RFC 3339 or ms) as ms, 0 for none.

@@ -72,7 +72,7 @@ function actions(g) {
     h('option', {value: 'latest'}, 'the end (skip everything)'),
     h('option', {value: 'time'}, 'a time'),
     h('option', {value: 'offset'}, 'an offset'));
-  const at = h('input', {type: 'datetime-local', step: 1, id: 'reset-time', value: localInput(Date.now() - 3600e3)});
+  const at = h('input', {type: 'datetime-local', step: 0.001, id: 'reset-time', value: localInput(Date.now() - 3600e3)});
   const off = h('input', {type: 'number', min: 0, id: 'reset-offset', value: 0});
   const result = h('p', {id: 'action-result', role: 'status'});
   const busy = g.members > 0 ? h('p', {class: 'note'}, 'The group has members: they must stop (commit and leave) before its offsets change.') : null;

@@ -20,8 +20,8 @@ export async function messages(main, params) {
     input('key', 'Key', {placeholder: 'Rmq-Keys or Nats-Msg-Id'}),
     input('id', 'Message id', {placeholder: 'offset id or Nats-Msg-Id'}),
     input('subject', 'Subject', {placeholder: 'orders.eu.> (pattern)'}),
-    field('From', h('input', {name: 'begin', id: 'search-begin', type: 'datetime-local', step: 1, value: localInput(fromParam(p.begin)), dataset: {iso: '1'}})),
-    field('To', h('input', {name: 'end', id: 'search-end', type: 'datetime-local', step: 1, value: localInput(fromParam(p.end)), dataset: {iso: '1'}})),
+    field('From', h('input', {name: 'begin', id: 'search-begin', type: 'datetime-local', step: 0.001, value: localInput(fromParam(p.begin)), dataset: {iso: '1'}})),
+    field('To', h('input', {name: 'end', id: 'search-end', type: 'datetime-local', step: 0.001, value: localInput(fromParam(p.end)), dataset: {iso: '1'}})),
   ]);
   const searching = p.topic || p.id;
   fill(main, h('h1', {}, 'Messages'), form,

@@ -21,7 +21,7 @@ export async function overview(main) {
   fill(main,
     h('h1', {}, 'Overview'),
     status,
-    h('section', {class: 'card wide'}, h('h2', {}, 'Live (last 10 minutes)'),
+    h('section', {class: 'card wide'}, h('h2', {}, 'Live: the last minutes (up to ten)'),
       h('div', {class: 'charts'}, charts.map((c) => c.el))));
 
   let since = 0;
