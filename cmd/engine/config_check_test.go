@@ -34,7 +34,7 @@ func TestCheckConfigRoundTrip(t *testing.T) {
 			t.Errorf("-t output lacks %q:\n%s", line, out.String())
 		}
 	}
-	if strings.Contains(out.String(), "s3cret") || strings.Contains(out.String(), "t0ken") {
+	if strings.Contains(out.String(), "s3cret") || strings.Contains(out.String(), "t0ken") || strings.Contains(out.String(), "c0nsole") {
 		t.Errorf("-t printed a secret:\n%s", out.String())
 	}
 	os.Unsetenv("ENGINE_QUEUES")
@@ -299,6 +299,7 @@ func TestConfigValidation(t *testing.T) {
 		{[]string{"--password", "p", "--tlscert", filepath.Join(dir, "nope.pem")}, []string{`password (from flag): needs user`, `both tlscert and tlskey`}},
 		{[]string{"--store-host", "localhost", "--pprof", "--listen", "nohost"}, []string{`store_host (from flag): "localhost"`, `pprof (from flag): needs http`, `listen (from flag): "nohost"`}},
 		{[]string{"--js-filter", "x"}, []string{`js_filter (from flag): needs js_stream`}},
+		{[]string{"--http", "127.0.0.1:0", "--console-actions"}, []string{`console_actions (from flag): needs console_password`}},
 		{[]string{"--queues", "4294967296"}, []string{`queues (from flag): 4294967296: at most 2147483647`}},
 		{[]string{"--commit-log-size", "2GiB", "--index-slots", "4294967296", "--index-entries", "4294967297"}, []string{
 			`commit_log_size (from flag): 2147483648: must be positive and at most 2147483647`,

@@ -245,6 +245,10 @@ max_long_polls: 16
 max_replays: 2
 http: "127.0.0.1:8333"
 pprof: true
+no_console: true
+console_user: ops
+console_password: "c0nsole"
+console_actions: true
 `
 }
 

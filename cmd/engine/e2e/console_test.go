@@ -57,14 +57,21 @@ func consoleReadOnly(t *testing.T, browser context.Context, shots string) {
 	for _, s := range []string{"device.1.temp", "device.2.temp", "device.1.temp", "device.2.temp", "device.1.temp"} {
 		stored(t, nc, msg(s, "21.5"))
 	}
-	var batchA, batchB []ack
+	var batchA, batchB, batchC []ack
 	for i := range 4 {
 		batchA = append(batchA, stored(t, nc, msg("timeline", fmt.Sprint("a", i))))
 	}
 	for i := range 5 {
 		batchB = append(batchB, stored(t, nc, msg("timeline", fmt.Sprint("b", i))))
 	}
-	waitReadable(t, nc, append(append(orders, batchA...), batchB...)...)
+	// Batch C is stored after B's last millisecond: a search that ignored its end would list it.
+	for i := 0; len(batchC) < 3 || batchC[len(batchC)-1].StoreTimestamp <= batchB[len(batchB)-1].StoreTimestamp; i++ {
+		if i == 10_000 {
+			t.Fatal("10,000 messages stored within one millisecond")
+		}
+		batchC = append(batchC, stored(t, nc, msg("timeline", fmt.Sprint("c", i))))
+	}
+	waitReadable(t, nc, append(append(append(orders, batchA...), batchB...), batchC...)...)
 
 	b := newTab(t, browser, nil)
 
@@ -150,7 +157,7 @@ func consoleReadOnly(t *testing.T, browser context.Context, shots string) {
 			t.Fatal(err)
 		}
 		inRange := map[string]bool{}
-		for _, a := range append(batchA, batchB...) {
+		for _, a := range append(append(batchA, batchB...), batchC...) {
 			if a.StoreTimestamp >= begin && a.StoreTimestamp <= end {
 				inRange[a.MsgID] = true
 			}
