@@ -43,7 +43,8 @@ type KeySearchRequest struct {
 
 // KeyCursor is where a key search stands: the index position to read next, and the CommitLog
 // offset of the last message returned (a message indexed twice under the key, as UNIQ_KEY and in
-// KEYS, has two consecutive entries: a page that ends between them must not give it again).
+// KEYS, has two consecutive entries: a page that ends between them must not give it again). The
+// zero value starts a search (its Last, 0, means no message: nothing was returned yet).
 type KeyCursor struct {
 	indexfile.KeyCursor
 	Last int64
@@ -90,6 +91,9 @@ func (r *Reader) SearchKey(ctx context.Context, req KeySearchRequest) (KeyPage, 
 	cur := cursor{q: r.log.Queue()}
 	defer cur.release()
 	page := KeyPage{Next: req.After}
+	if req.After.File == "" {
+		page.Next.Last = -1 // the first page: nothing returned yet (offset 0 is a message's)
+	}
 	var (
 		buf  buffer
 		offs []int64

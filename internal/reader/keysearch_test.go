@@ -119,3 +119,16 @@ func TestSearchKeyFilters(t *testing.T) {
 		t.Fatalf("no index: %v", err)
 	}
 }
+
+// TestSearchKeyFirstRecord: the record at CommitLog offset 0, the newest of its key, is found
+// (the cursor's "last offset returned" starts at none, not at 0).
+func TestSearchKeyFirstRecord(t *testing.T) {
+	s := newTestStore(t, vfs.NewMem(), "/store", small)
+	if p := s.put(msg{keys: "first", body: body(0)}); p != 0 {
+		t.Fatalf("the first record is at %d", p)
+	}
+	s.put(msg{keys: "other", body: body(1)})
+	if got, _ := searchAll(t, s.r, KeySearchRequest{Topic: "T", Key: "first", Max: 10}); len(got) != 1 || got[0] != 0 {
+		t.Fatalf("key of the record at offset 0: %v", got)
+	}
+}
