@@ -347,6 +347,12 @@ func consoleActions(t *testing.T, browser context.Context, shots string) {
 		if len(g.Queues) == 0 {
 			t.Fatal("the group is gone after refused requests")
 		}
+		// The monitor's own endpoints stay as they were, without credentials.
+		for _, path := range []string{"/metrics", "/healthz", "/readyz", "/status"} {
+			if code, body := anon.call(http.MethodGet, path, "", nil); code != http.StatusOK {
+				t.Fatalf("GET %s without credentials: %d %.200s", path, code, body)
+			}
+		}
 	})
 
 	b := newTab(t, browser, map[string]string{"Authorization": basicAuth("admin", password)})
@@ -389,6 +395,17 @@ func consoleActions(t *testing.T, browser context.Context, shots string) {
 			t.Fatalf("the group after its deletion: %d %s", code, body)
 		}
 	})
+}
+
+// TestConsoleOff: --no-console serves no console; the monitor's endpoints stay.
+func TestConsoleOff(t *testing.T) {
+	e := startEngine(t, t.TempDir(), "--http", "127.0.0.1:0", "--no-console")
+	c := consoleHTTP{t: t, base: e.http}
+	for path, want := range map[string]int{"/console/": 404, "/console/api/topics": 404, "/metrics": 200, "/status": 200} {
+		if code, _ := c.call(http.MethodGet, path, "", nil); code != want {
+			t.Errorf("GET %s with --no-console: %d, want %d", path, code, want)
+		}
+	}
 }
 
 // consoleHTTP is a client of the console's API, as curl is.
