@@ -146,6 +146,8 @@ func TestSearchByKeyAndID(t *testing.T) {
 		ids = append(ids, r[0].MsgID)
 		put(t, e, engine.Message{Topic: "other", Body: []byte("x"), Keys: []string{"customer-7"}})
 	}
+	// A message whose KEYS holds another's Nats-Msg-Id: a search by that id finds only the other.
+	put(t, e, engine.Message{Topic: "orders_eu", Body: []byte("mentions pub-17"), Keys: []string{"pub-17"}})
 	slices.Reverse(ids)
 	for _, limit := range []int{1, 40, 500} {
 		got, mode := searchPages(t, c, map[string]string{"topic": "orders_eu", "key": "customer-7"}, limit)
