@@ -283,6 +283,9 @@ func (f readOnlyFS) OpenSegment(name string, size int64, mode vfs.Mode) (vfs.Seg
 // Create refuses.
 func (readOnlyFS) Create(name string) (vfs.File, error) { return nil, roErr("create", name) }
 
+// OpenUpdate refuses.
+func (readOnlyFS) OpenUpdate(name string) (vfs.File, error) { return nil, roErr("open", name) }
+
 // Remove refuses.
 func (readOnlyFS) Remove(name string) error { return roErr("remove", name) }
 

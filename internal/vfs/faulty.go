@@ -21,7 +21,7 @@ const (
 	OpCreate                      // FS.Create
 	OpOpen                        // FS.Open
 	OpRead                        // File.Read and File.ReadAt
-	OpWrite                       // File.Write
+	OpWrite                       // File.Write and File.WriteAt
 	OpFileSync                    // File.Sync
 	OpReadFile                    // FS.ReadFile
 	OpRename                      // FS.Rename, asked with the old name
@@ -33,6 +33,7 @@ const (
 	OpLock                        // FS.Lock
 	OpDiskUsage                   // FS.DiskUsage
 	OpSegmentWrite                // Segment.WriteAt
+	OpOpenUpdate                  // FS.OpenUpdate
 )
 
 var opNames = [...]string{
@@ -56,6 +57,7 @@ var opNames = [...]string{
 	OpLock:          "Lock",
 	OpDiskUsage:     "DiskUsage",
 	OpSegmentWrite:  "SegmentWrite",
+	OpOpenUpdate:    "OpenUpdate",
 }
 
 // String returns the operation's name, e.g. "SegmentSync".
@@ -137,6 +139,18 @@ func (f *Faulty) Open(name string) (File, error) {
 		return nil, err
 	}
 	file, err := f.fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyFile{File: file, name: name, inj: f.inj}, nil
+}
+
+// OpenUpdate asks OpOpenUpdate, then opens and wraps the file.
+func (f *Faulty) OpenUpdate(name string) (File, error) {
+	if err := f.inj(OpOpenUpdate, name); err != nil {
+		return nil, err
+	}
+	file, err := f.fs.OpenUpdate(name)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +279,7 @@ func (s *faultySegment) Prefault(from, to int64) error {
 	return s.Segment.Prefault(from, to)
 }
 
-// faultyFile asks its Injector before Read, ReadAt, Write and Sync.
+// faultyFile asks its Injector before Read, ReadAt, Write, WriteAt and Sync.
 type faultyFile struct {
 	File
 	name string
@@ -291,6 +305,13 @@ func (f *faultyFile) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return f.File.Write(p)
+}
+
+func (f *faultyFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.inj(OpWrite, f.name); err != nil {
+		return 0, err
+	}
+	return f.File.WriteAt(p, off)
 }
 
 func (f *faultyFile) Sync() error {

@@ -106,10 +106,21 @@ func faultCases() []faultCase {
 			file := must(f.Create("d/other"))
 			defer file.Close()
 			_, err := file.Write([]byte("x"))
+			if _, err2 := file.WriteAt([]byte("y"), 0); !errors.Is(err2, ErrInjected) {
+				t.Errorf("WriteAt: %v", err2)
+			}
 			return err
 		}, func(t *testing.T, m *Mem) {
 			if st := must(m.Stat("d/other")); st.Size != 0 {
 				t.Errorf("written: size %d", st.Size)
+			}
+		}},
+		{OpOpenUpdate, func(t *testing.T, f *Faulty) error {
+			_, err := f.OpenUpdate("d/file")
+			return err
+		}, func(t *testing.T, m *Mem) {
+			if n := m.dirs["d"].files["file"]; n.opens != 0 {
+				t.Errorf("file opened %d times", n.opens)
 			}
 		}},
 		{OpFileSync, func(t *testing.T, f *Faulty) error {
@@ -196,7 +207,7 @@ func TestFaultyInjectedErrorStopsTheOperation(t *testing.T) {
 			}
 		})
 	}
-	for op := OpCreateSegment; op <= OpDiskUsage; op++ {
+	for op := OpCreateSegment; op <= OpOpenUpdate; op++ {
 		if !covered[op] {
 			t.Errorf("no case for %v", op)
 		}

@@ -362,6 +362,21 @@ func (m *Mem) Open(name string) (File, error) {
 	return m.openFile(name, n, false), nil
 }
 
+// OpenUpdate opens an existing plain file for reading and for writing in place: nothing is
+// created or truncated, and WriteAt within the file's length costs no space.
+func (m *Mem) OpenUpdate(name string) (File, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, _, n, err := m.lookup(name)
+	if err != nil {
+		return nil, memPathErr("open", name, err)
+	}
+	if n.maps > 0 {
+		return nil, memPathErr("open", name, syscall.EBUSY)
+	}
+	return m.openFile(name, n, true), nil
+}
+
 // REQUIRES: m.mu held.
 func (m *Mem) openFile(name string, n *memNode, writable bool) *memFile {
 	n.opens++

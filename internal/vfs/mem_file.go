@@ -210,26 +210,51 @@ func (f *memFile) Write(p []byte) (int, error) {
 	if err := f.lockOpen("write"); err != nil {
 		return 0, err
 	}
+	defer f.m.mu.Unlock()
+	if err := f.writeLocked(p, f.off); err != nil {
+		return 0, err
+	}
+	f.off += int64(len(p))
+	return len(p), nil
+}
+
+// WriteAt writes all of p at off or nothing at all, as Write, without moving the offset. Bytes
+// within the file's length cost no space, so only growing the file can fail with ENOSPC.
+func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, memPathErr("write", f.name, syscall.EINVAL)
+	}
+	if err := f.lockOpen("write"); err != nil {
+		return 0, err
+	}
+	defer f.m.mu.Unlock()
+	if err := f.writeLocked(p, off); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// writeLocked copies p to off, growing the file (within capacity) if it ends past it.
+// REQUIRES: f.m.mu held.
+func (f *memFile) writeLocked(p []byte, off int64) error {
 	m, n := f.m, f.n
-	defer m.mu.Unlock()
 	switch {
 	case !f.writable:
-		return 0, memPathErr("write", f.name, syscall.EBADF)
+		return memPathErr("write", f.name, syscall.EBADF)
 	case n.maps > 0:
-		return 0, memPathErr("write", f.name, syscall.EBUSY)
+		return memPathErr("write", f.name, syscall.EBUSY)
 	}
-	end := f.off + int64(len(p))
+	end := off + int64(len(p))
 	if grow := end - int64(len(n.data)); grow > 0 {
 		if !m.fits(grow) {
-			return 0, memPathErr("write", f.name, syscall.ENOSPC)
+			return memPathErr("write", f.name, syscall.ENOSPC)
 		}
 		n.data = append(n.data, make([]byte, grow)...)
 	}
-	copy(n.data[f.off:end], p)
-	f.off = end
+	copy(n.data[off:end], p)
 	n.modTime = m.now()
 	m.recharge(n)
-	return len(p), nil
+	return nil
 }
 
 func (f *memFile) Close() error {

@@ -381,6 +381,45 @@ func TestMemFileReadWrite(t *testing.T) {
 	noErr(t, f.Close())
 }
 
+// TestMemOpenUpdate: OpenUpdate opens only an existing file, without truncating it; WriteAt
+// rewrites bytes in place at no cost in space (so on a full Mem too), only growing the file can
+// fail with ENOSPC, and the rewrite is durable once synced, not before.
+func TestMemOpenUpdate(t *testing.T) {
+	m := NewMem()
+	if _, err := m.OpenUpdate("f"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("OpenUpdate of a missing file: %v", err)
+	}
+	writeFile(t, m, "f", []byte("hello world"), true)
+	noErr(t, m.SyncDir("."))
+	m.SetCapacity(11) // full
+	f := must(m.OpenUpdate("f"))
+	if n, err := f.WriteAt([]byte("HELLO"), 0); n != 5 || err != nil {
+		t.Fatalf("WriteAt in place on a full Mem: %d, %v", n, err)
+	}
+	if got := must(m.ReadFile("f")); string(got) != "HELLO world" {
+		t.Fatalf("after WriteAt: %q", got)
+	}
+	if got := must(m.SyncedImage().ReadFile("f")); string(got) != "hello world" {
+		t.Fatalf("unsynced rewrite durable: %q", got)
+	}
+	if _, err := f.WriteAt([]byte("!!"), 10); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("WriteAt growing a full Mem: %v", err)
+	}
+	if _, err := f.WriteAt([]byte("x"), -1); err == nil {
+		t.Fatal("WriteAt at a negative offset")
+	}
+	noErr(t, f.Sync())
+	noErr(t, f.Close())
+	if got := must(m.SyncedImage().ReadFile("f")); string(got) != "HELLO world" {
+		t.Fatalf("synced rewrite: %q", got)
+	}
+	r := must(m.Open("f"))
+	if _, err := r.WriteAt([]byte("x"), 0); err == nil {
+		t.Fatal("WriteAt on a file opened for reading succeeded")
+	}
+	noErr(t, r.Close())
+}
+
 // TestMemSegmentSyncWhileWritingPastTo is the flusher/appender overlap: one goroutine writes
 // into Data while another syncs what was written before. Run with -race.
 func TestMemSegmentSyncWhileWritingPastTo(t *testing.T) {

@@ -398,6 +398,9 @@ func restrict(f *os.File) error {
 // Open implements FS.
 func (OS) Open(name string) (File, error) { return os.Open(name) }
 
+// OpenUpdate implements FS: O_RDWR without O_CREATE or O_TRUNC.
+func (OS) OpenUpdate(name string) (File, error) { return os.OpenFile(name, os.O_RDWR, 0) }
+
 // ReadFile implements FS.
 func (OS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
 

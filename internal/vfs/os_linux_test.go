@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -264,5 +265,54 @@ func TestUsageRatio(t *testing.T) {
 	u := Usage{Total: 100, Free: 20, Avail: 10}
 	if r := u.UsedRatio(); r < 0.888 || r > 0.889 {
 		t.Fatalf("ratio %v", r)
+	}
+}
+
+// TestOSOpenUpdateOnFullTmpfs: on a real file system with no byte free (a small tmpfs, filled to
+// ENOSPC), a file that exists is rewritten in place (OpenUpdate, WriteAt, Sync), while writing a
+// new one fails: what lets the checkpoint be saved on a full disk.
+func TestOSOpenUpdateOnFullTmpfs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tmpfs")
+	noErr(t, os.Mkdir(dir, 0o700))
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v): TestMemOpenUpdate covers the contract", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	name := filepath.Join(dir, "checkpoint")
+	noErr(t, os.WriteFile(name, make([]byte, 4096), 0o600))
+	ballast := must(os.Create(filepath.Join(dir, "ballast")))
+	defer ballast.Close()
+	chunk := make([]byte, 4096)
+	for i := 0; ; i++ {
+		if i > 1<<10 {
+			t.Fatal("a 1 MiB tmpfs took more than 4 MiB")
+		}
+		if _, err := ballast.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	var st syscall.Statfs_t
+	noErr(t, syscall.Statfs(dir, &st))
+	if st.Bavail != 0 {
+		t.Fatalf("%d blocks still free", st.Bavail)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "new"), []byte("x"), 0o600); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a new file's first byte on a full tmpfs: %v, want ENOSPC", err)
+	}
+	f := must(Default.OpenUpdate(name))
+	page := bytes.Repeat([]byte{0xab}, 4096)
+	if _, err := f.WriteAt(page, 0); err != nil {
+		t.Fatalf("WriteAt in place on a full tmpfs: %v", err)
+	}
+	noErr(t, f.Sync())
+	noErr(t, f.Close())
+	if got := must(os.ReadFile(name)); !bytes.Equal(got, page) {
+		t.Fatal("rewrite not read back")
+	}
+	if _, err := Default.OpenUpdate(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("OpenUpdate of a missing file: %v", err)
 	}
 }

@@ -33,6 +33,9 @@ func (r ReadOnlyFS) OpenSegment(name string, size int64, mode Mode) (Segment, er
 // Create refuses.
 func (r ReadOnlyFS) Create(name string) (File, error) { return nil, r.refuse("create", name) }
 
+// OpenUpdate refuses.
+func (r ReadOnlyFS) OpenUpdate(name string) (File, error) { return nil, r.refuse("open", name) }
+
 // Remove refuses.
 func (r ReadOnlyFS) Remove(name string) error { return r.refuse("remove", name) }
 

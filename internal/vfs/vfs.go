@@ -9,7 +9,8 @@
 //   - Segments: fixed-size files mapped into memory once, for the CommitLog, ConsumeQueue and
 //     IndexFile. Disk blocks are reserved (fallocate) before any byte is written through the
 //     mapping, so a full disk is an error from Reserve and never a SIGBUS on a store.
-//   - Plain files: small metadata (checkpoint, abort, config JSON), read and written whole.
+//   - Plain files: small metadata (checkpoint, abort, config JSON), read whole, written whole
+//     or (the checkpoint) rewritten in place.
 package vfs
 
 import (
@@ -34,6 +35,12 @@ type FS interface {
 	Create(name string) (File, error)
 	// Open opens a plain file for reading.
 	Open(name string) (File, error)
+	// OpenUpdate opens an existing plain file for reading and for rewriting in place
+	// (File.WriteAt): it neither creates nor truncates. Bytes rewritten within the file's length
+	// take no new disk blocks on a file system that overwrites in place (ext4, XFS, tmpfs), so
+	// that a full disk cannot refuse them: the way to update a small fixed-size file (the
+	// checkpoint) on a disk with no byte free.
+	OpenUpdate(name string) (File, error)
 	// ReadFile returns the whole content of a plain file.
 	ReadFile(name string) ([]byte, error)
 
@@ -104,11 +111,12 @@ type Segment interface {
 	Close() error
 }
 
-// File is a plain file.
+// File is a plain file. WriteAt needs a file opened for writing (Create, OpenUpdate).
 type File interface {
 	io.Reader
 	io.Writer
 	io.ReaderAt
+	io.WriterAt
 	Sync() error
 	Close() error
 }

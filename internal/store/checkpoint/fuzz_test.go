@@ -61,3 +61,70 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeFile checks that DecodeFile never panics, fails only with Decode's sentinels, and
+// answers Decode's answer or a whole extension: Decode's own (the first half is the checkpoint),
+// or the one the backup slot holds, with RocketMQ's fields either those the slot says the engine
+// wrote or marked Rewritten. The page is built from its two parts that matter, the first bytes
+// (up to the extension's end and a little more) and the slot, so that the fuzzer works on them
+// rather than on 4 KiB of zeros; its seeds are the pages of a save in place: before, between its
+// two writes, after, and torn.
+func FuzzDecodeFile(f *testing.F) {
+	const headLen, slotLen = primaryLen + 8, backupEnd - backupOff + 8
+	add := func(p []byte) { f.Add(p[:headLen], p[backupOff:backupOff+slotLen]) }
+	page := func(c, prev Checkpoint) []byte {
+		b := Encode(c)
+		encodeBackup(b, Encode(prev))
+		return b
+	}
+	a := Checkpoint{PhysicMsgTimestamp: 7, LogicsMsgTimestamp: 6, Ext: Ext{Valid: true, DurableOffset: 4096, DispatchedOffset: 2048}}
+	b := Checkpoint{PhysicMsgTimestamp: 9, LogicsMsgTimestamp: 8, Ext: Ext{Valid: true, DurableOffset: 8192, DispatchedOffset: 8000, PropCRCFrom: 1}}
+	whole := page(b, a)
+	between := bytes.Clone(Encode(a))
+	copy(between[backupOff:], whole[backupOff:])
+	torn := bytes.Clone(whole)
+	copy(torn[:20], Encode(a)[:20])
+	for _, p := range [][]byte{whole, between, torn, page(a, a), Encode(b)} {
+		add(p)
+	}
+	f.Fuzz(func(t *testing.T, head, slot []byte) {
+		data := make([]byte, Size)
+		copy(data[:headLen], head)
+		copy(data[backupOff:backupOff+slotLen], slot)
+		c, err := DecodeFile(data)
+		d, derr := Decode(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrVersion) {
+				t.Fatalf("error without a sentinel: %v", err)
+			}
+			if c != d || derr == nil {
+				t.Fatalf("DecodeFile failed with %v where Decode gave %+v, %v", err, d, derr)
+			}
+			return
+		}
+		if c == d && derr == nil {
+			return // the first half is the checkpoint
+		}
+		bk, ok := decodeBackup((*[Size]byte)(data))
+		if !ok || !c.Ext.Valid {
+			t.Fatalf("%+v (Decode: %+v, %v) without an intact slot", c, d, derr)
+		}
+		var np [Size]byte
+		copy(np[:], bk.next[:])
+		next, err := Decode(np[:])
+		if err != nil {
+			t.Fatalf("slot's checkpoint does not decode: %v", err)
+		}
+		if c.Ext.Rewritten {
+			ext := c.Ext
+			ext.Rewritten = false
+			if ext != next.Ext || !bytes.Equal(Encode(c)[:rocketMQLen], data[:rocketMQLen]) {
+				t.Fatalf("Rewritten %+v is not the slot's extension %+v with the page's fields", c, next.Ext)
+			}
+			return
+		}
+		if c != next {
+			t.Fatalf("%+v, want the slot's %+v", c, next)
+		}
+	})
+}
