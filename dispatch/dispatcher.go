@@ -10,11 +10,11 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/derive"
+	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -102,10 +102,12 @@ func (d *Dispatcher) Run(ctx context.Context) (err error) {
 		}
 		end, err := d.dispatch(from, limit, from+step, chk)
 		// A full disk with room in the CommitLog is a pause (see NoSpace); stopping (Limit
-		// closed) is not the time to wait for space: the next start dispatches the rest.
-		retry := err != nil && err != errStep && d.NoSpace != nil && errors.Is(err, syscall.ENOSPC) &&
-			d.Limit.Err() == nil
-		if err != nil && err != errStep && !retry {
+		// closed) is not the time to wait for space: Run stops short, as after StopEarly, and
+		// the next start dispatches the rest.
+		noSpace := err != nil && err != errStep && d.NoSpace != nil && vfs.IsNoSpace(err)
+		stopping := noSpace && d.Limit.Err() != nil
+		retry := noSpace && !stopping
+		if err != nil && err != errStep && !noSpace {
 			return err // nothing of a failed round counts
 		}
 		if end > from {
@@ -116,6 +118,9 @@ func (d *Dispatcher) Run(ctx context.Context) (err error) {
 			d.lastStoreTS.Store(d.Builder.LastStoreTimestamp)
 			d.indexFilled.Store(d.Builder.IndexFilled)
 			d.Dispatched.Advance(end)
+		}
+		if stopping {
+			return nil
 		}
 		if retry {
 			stalled = true

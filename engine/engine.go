@@ -45,6 +45,7 @@ import (
 	"github.com/rocketstore/engine/internal/store/indexfile"
 	"github.com/rocketstore/engine/internal/store/meta"
 	"github.com/rocketstore/engine/internal/store/offsets"
+	"github.com/rocketstore/engine/internal/store/subjecttags"
 	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/stages"
 )
@@ -97,6 +98,9 @@ type Engine struct {
 	appended, drained chan struct{}
 	// sealed is the durable offset of the last checkpoint written (Stats.Sealed).
 	sealed atomic.Int64
+	// unsavedTags is the subject-tag set adopted at serve while the disk had no space to save
+	// it (newIngress); saveTagsLater saves it once there is.
+	unsavedTags atomic.Pointer[subjecttags.Set]
 	// reads guards the stores against unmapping under a read: reads hold it shared.
 	reads        sync.RWMutex
 	storesClosed bool
@@ -188,12 +192,19 @@ func Open(opts Options) (_ *Engine, err error) {
 		Int64("start", r.Start).Int64("end", r.End).Int64("records", r.Records).Str("tail", r.Tail).
 		Str("corrupt", r.Corrupt).Int64("cut_bytes", r.Cut).Strs("index_dropped", r.IndexDropped).
 		Dur("took", r.Took).Msg("store recovered")
+	if r.NoSpace != "" {
+		opts.Logger.Error().Str("error", r.NoSpace).Int64("dispatched", r.Dispatched).Int64("end", r.End).
+			Msg("no disk space to rebuild the ConsumeQueues and the index: the engine starts, refuses writes, " +
+				"and dispatches the rest once space is freed (retention runs now)")
+	}
 
-	if err := e.log.Start(); err != nil {
+	// A full disk does not stop a start: the writer's first record then tries again.
+	if err := e.log.Start(); err != nil && !vfs.IsNoSpace(err) {
 		return nil, err
 	}
 	end := e.log.MaxOffset()
-	e.written, e.durable, e.dispatched = stages.NewWatermark(end), stages.NewWatermark(end), stages.NewWatermark(end)
+	e.written, e.durable = stages.NewWatermark(end), stages.NewWatermark(end)
+	e.dispatched = stages.NewWatermark(min(end, r.Dispatched))
 	e.reader = reader.New(e.log, e.cq, e.index, e.dispatched, opts.StoreHost)
 	// A read sees every message acked before it: it waits for dispatch to reach what acks wait
 	// for (the level of start) when it finds nothing where such a message may be.
@@ -222,8 +233,18 @@ func Open(opts Options) (_ *Engine, err error) {
 	if err := ckp.Thorough(); err != nil {
 		return nil, fmt.Errorf("checkpoint after recovery: %w", err)
 	}
+	if ckp.Behind() && cp.Ext.Valid && !cp.Ext.Rewritten {
+		// No disk space to write it (Checkpointer.save): the checkpoint on disk stands, and
+		// recovery after a crash starts from its dispatched offset, below which retention may
+		// delete, so that it can make room from the start.
+		e.retention.Checkpointed(cp)
+	}
 	if err := meta.CreateAbort(fsys, opts.Dir, os.Getpid()); err != nil {
 		return nil, err
+	}
+	if pid, err := meta.ReadAbortPID(fsys, opts.Dir); err != nil || pid != os.Getpid() {
+		opts.Logger.Warn().Err(err).Int("pid", pid).
+			Msg("no disk space to write this process's pid into the abort marker: the marker is there (a crash is taken for one), without the pid")
 	}
 	e.start(next, ckp)
 	return e, nil
@@ -503,7 +524,14 @@ func (e *Engine) closeStores(abort bool) error {
 		if abort {
 			e.offsets.Abandon() // as a crash: the journal holds what was answered
 		} else {
-			errs = append(errs, e.offsets.Close()) // RocketMQ's consumerOffset.json gets every group's progress
+			// RocketMQ's consumerOffset.json gets every group's progress. On a full disk it
+			// cannot: the journal, which holds every commit answered, stays for the next start.
+			if err := e.offsets.Close(); vfs.IsNoSpace(err) {
+				e.opts.Logger.Error().Err(err).Msg("no disk space to fold the consumer offsets journal into consumerOffset.json at the stop: " +
+					"the journal keeps every commit, and the next start folds it")
+			} else {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if e.index != nil {

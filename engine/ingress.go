@@ -9,6 +9,7 @@ import (
 	"github.com/rocketstore/engine/engine/readapi"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/store/subjecttags"
+	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/stages/ingress"
 	"github.com/rocketstore/engine/stages/ingress/route"
 )
@@ -27,7 +28,13 @@ func (e *Engine) newIngress(nc *nats.Conn, nopts NATSOptions, parts *route.Parti
 		wide = nil
 	}
 	tags, err := subjecttags.Adopt(o.FS, o.Dir, e.reader.SubjectTags(), wide, e.cq.Topics(), o.Logger)
-	if err != nil {
+	switch {
+	case vfs.IsNoSpace(err):
+		o.Logger.Error().Err(err).Msg("no disk space to save the subject-tag rule of the new topics: " +
+			"it applies from now on, and is saved as soon as space is freed")
+		e.unsavedTags.Store(tags)
+		e.group.Go("subject-tags", e.saveTagsLater)
+	case err != nil:
 		return nil, err
 	}
 	e.reader.SetSubjectTags(tags)

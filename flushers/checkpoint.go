@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/internal/store/checkpoint"
+	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/stages"
 )
 
@@ -66,11 +67,16 @@ type Checkpointer struct {
 	// owned by Run's goroutine once it runs.
 	last    checkpoint.Checkpoint
 	hasLast bool
+	// noSpace counts the saves refused for want of disk space since the last one written; while
+	// it is not zero each tick tries a thorough flush and save again (noSpaceSince: the first).
+	noSpace      int
+	noSpaceSince time.Time
 }
 
 // Run flushes until Dispatched is closed, then does a last thorough flush and checkpoint and
 // returns nil. A flush error stops it (and so the engine): derived files that cannot be synced
-// must be rebuilt by recovery.
+// must be rebuilt by recovery. A save refused for want of disk space does not (see save): the
+// engine goes on, and each tick tries again.
 func (c *Checkpointer) Run(ctx context.Context) error {
 	tick := time.NewTicker(cmp.Or(c.Interval, time.Second))
 	defer tick.Stop()
@@ -81,7 +87,7 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-tick.C:
-			if time.Since(last) >= thorough {
+			if c.noSpace > 0 || time.Since(last) >= thorough {
 				last = time.Now()
 				if err := c.Thorough(); err != nil {
 					return err
@@ -159,6 +165,11 @@ func (c *Checkpointer) Thorough() error {
 	return c.save(cp)
 }
 
+// Behind reports whether the last save was refused for want of disk space, so that the
+// checkpoint on disk is older than the last one made. Run's goroutine owns what it reads once
+// Run runs: call it before (Open, after its first Thorough) or after.
+func (c *Checkpointer) Behind() bool { return c.noSpace > 0 }
+
 // sealDurable writes the last checkpoint again with the durable offset moved on, when it has:
 // recovery treats invalid data below that offset as damage to refuse, not a torn tail to cut,
 // so an acked record is protected within an Interval of its sync rather than only after the
@@ -174,9 +185,29 @@ func (c *Checkpointer) sealDurable() error {
 	return c.save(cp)
 }
 
+// save writes cp. A disk with no space left (ENOSPC, EDQUOT) is not an error: the checkpoint
+// is saved in place and needs no new block, so this is a file system that copies on write, or
+// a checkpoint file that does not exist yet; the last checkpoint on disk stays, whole, and is
+// only older: recovery after a crash starts from it and re-dispatches more (the Builder skips
+// what is built), and retention, which deletes only below the last checkpoint written (Saved),
+// deletes nothing newer. The engine goes on; Run tries again at each tick.
 func (c *Checkpointer) save(cp checkpoint.Checkpoint) error {
 	if err := c.Save(cp); err != nil {
-		return err
+		if !vfs.IsNoSpace(err) {
+			return err
+		}
+		if c.noSpace == 0 {
+			c.noSpaceSince = time.Now()
+			c.Logger.Error().Err(err).Int64("durable", cp.Ext.DurableOffset).Int64("dispatched", cp.Ext.DispatchedOffset).
+				Msg("no disk space to write the checkpoint: the engine goes on and retries every interval; " +
+					"the last checkpoint on disk stays, so a crash meanwhile recovers from further back")
+		}
+		c.noSpace++
+		return nil
+	}
+	if c.noSpace > 0 {
+		c.Logger.Info().Int("refused", c.noSpace).Dur("for", time.Since(c.noSpaceSince)).Msg("checkpoint written again")
+		c.noSpace = 0
 	}
 	c.last, c.hasLast = cp, true
 	if c.Saved != nil {

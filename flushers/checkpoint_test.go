@@ -1,15 +1,20 @@
 package flushers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/rocketstore/engine/internal/store/checkpoint"
 	"github.com/rocketstore/engine/stages"
@@ -49,13 +54,19 @@ func (f *ckpFakes) IndexFilled() int64        { return f.filled.Load() }
 
 func (f *ckpFakes) save(cp checkpoint.Checkpoint) error {
 	f.log("save")
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.saveErr != nil {
 		return f.saveErr
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.saved = append(f.saved, cp)
 	return nil
+}
+
+func (f *ckpFakes) setSaveErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.saveErr = err
 }
 
 func (f *ckpFakes) snapshot() ([]string, []checkpoint.Checkpoint) {
@@ -347,6 +358,61 @@ func TestCheckpointerSealsDurable(t *testing.T) {
 		dispatched.Fail(nil)
 		if err := <-done; err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestCheckpointerNoSpaceGoesOn: a save refused for want of disk space (ENOSPC) does not stop
+// the checkpointer, and so the engine: it logs once, tries a thorough flush and save at each
+// tick while the disk stays full, and once space is back the checkpoint is written (and Saved
+// told) with the marks of then; a last save refused at the stop ends Run cleanly. Each error
+// other than a full disk still stops it (TestCheckpointerErrorsStop).
+func TestCheckpointerNoSpaceGoesOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &ckpFakes{saveErr: fmt.Errorf("checkpoint: save: %w", syscall.ENOSPC)}
+		durable, dispatched := stages.NewWatermark(100), stages.NewWatermark(100)
+		c := newCheckpointer(f, durable, dispatched)
+		c.Interval, c.ThoroughInterval = time.Second, time.Hour
+		var logs bytes.Buffer
+		c.Logger = zerolog.New(&logs)
+		var told []checkpoint.Checkpoint
+		c.Saved = func(cp checkpoint.Checkpoint) { told = append(told, cp) }
+		if err := c.Thorough(); err != nil || !c.Behind() {
+			t.Fatalf("Thorough on a full disk: %v, behind %v", err, c.Behind())
+		}
+		done := runCheckpointer(t.Context(), c)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		ev, saved := f.snapshot()
+		if count(ev, "save") != 4 || count(ev, "cq(0)") != 4 || len(saved) != 0 || len(told) != 0 {
+			t.Fatalf("3 s on a full disk: events %v, saved %v", ev, saved)
+		}
+		if n := strings.Count(logs.String(), "no disk space to write the checkpoint"); n != 1 {
+			t.Fatalf("logged %d times:\n%s", n, logs.String())
+		}
+		durable.Advance(200)
+		dispatched.Advance(200)
+		f.setSaveErr(nil)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		ev, saved = f.snapshot()
+		if len(saved) != 1 || saved[0].Ext.DurableOffset != 200 || saved[0].Ext.DispatchedOffset != 200 || len(told) != 1 || c.Behind() {
+			t.Fatalf("space back: saved %+v, told %d", saved, len(told))
+		}
+		if !strings.Contains(logs.String(), "checkpoint written again") {
+			t.Fatalf("no line when space came back:\n%s", logs.String())
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if ev2, _ := f.snapshot(); !slices.Equal(ev2[len(ev):], []string{"cq(2)"}) {
+			t.Fatalf("after the checkpoint was written again: %v, want light flushes only", ev2[len(ev):])
+		}
+
+		f.setSaveErr(syscall.ENOSPC)
+		durable.Fail(nil)
+		dispatched.Fail(nil)
+		if err := <-done; err != nil {
+			t.Fatalf("the last save refused for want of space: Run = %v, want nil", err)
 		}
 	})
 }

@@ -49,7 +49,11 @@ type Report struct {
 	// IndexEntriesDropped counts entries of the newest file dropped as unsound after a crash.
 	IndexDropped        []string
 	IndexEntriesDropped int64
-	Took                time.Duration
+	// Dispatched is where live dispatch starts: End, or the first record recovery could not
+	// re-dispatch for want of disk space (NoSpace says why; see stallBuilder).
+	Dispatched int64
+	NoSpace    string
+	Took       time.Duration
 }
 
 // Builder re-dispatches records into the ConsumeQueues and the IndexFile (dispatch.Builder
@@ -81,10 +85,16 @@ type recoverer struct {
 // store's size), re-dispatches what the ConsumeQueues and IndexFiles may lack through the same
 // Builder live dispatch uses, and drops units and entries that point past the end; clean says
 // the last run stopped cleanly. It returns what it did and the next queue offsets for the
-// writer.
+// writer. A full disk does not fail it: what cannot be re-dispatched for want of space is left
+// to live dispatch (Report.Dispatched).
 func Run(st Stores, cp checkpoint.Checkpoint, clean bool) (Report, map[appender.QueueKey]int64, error) {
 	var rep Report
+	stall := newStallBuilder(st.Builder)
+	st.Builder = stall
 	next, err := (&recoverer{Stores: st, rep: &rep}).run(cp, clean)
+	if err == nil {
+		stall.finish(&rep, next)
+	}
 	return rep, next, err
 }
 

@@ -26,17 +26,38 @@ const (
 // marker's previous content: empty on a clean start, the crashed process's pid after a crash.
 // Both files are durable when CreateAbort returns; the marker must be, since a crash before it
 // reaches the disk would let the next start take the fast, normal recovery path.
+//
+// On a disk with no block free (vfs.IsNoSpace) the pid cannot be written, but the marker can
+// still be made: an empty file takes no block. CreateAbort then keeps the marker a crash left,
+// or creates it empty (as RocketMQ's createNewFile does first), durably, and returns nil; the
+// pid is missing (ReadAbortPID fails), which only costs LockStore the holder's name. Without
+// the marker a crash would be taken for a clean stop, so it fails only when even that cannot be
+// done (no inode left).
 func CreateAbort(fsys vfs.FS, storeDir string, pid int) error {
 	name := filepath.Join(storeDir, AbortFileName)
 	prev, err := fsys.ReadFile(name)
+	existed := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("meta: create abort: %w", err)
 	}
-	if err := WriteFileAtomic(fsys, filepath.Join(storeDir, AbortBakFileName), prev); err != nil {
-		return fmt.Errorf("meta: create abort: %w", err)
+	err = WriteFileAtomic(fsys, filepath.Join(storeDir, AbortBakFileName), prev)
+	if err == nil {
+		err = WriteFileAtomic(fsys, name, []byte(strconv.Itoa(pid)))
 	}
-	if err := WriteFileAtomic(fsys, name, []byte(strconv.Itoa(pid))); err != nil {
+	switch {
+	case err == nil:
+		return nil
+	case !vfs.IsNoSpace(err):
 		return fmt.Errorf("meta: create abort: %w", err)
+	case existed:
+		return nil // the marker a crash left marks this run too; WriteFileAtomic left it whole
+	}
+	f, cerr := fsys.Create(name)
+	if cerr != nil {
+		return fmt.Errorf("meta: create abort: %w (and empty: %w)", err, cerr)
+	}
+	if cerr = errors.Join(f.Sync(), f.Close(), fsys.SyncDir(storeDir)); cerr != nil {
+		return fmt.Errorf("meta: create abort: %w (and empty: %w)", err, cerr)
 	}
 	return nil
 }

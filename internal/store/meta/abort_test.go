@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/rocketstore/engine/internal/vfs"
@@ -142,5 +143,70 @@ func TestAbortErrors(t *testing.T) {
 	f = vfs.NewFaulty(m, vfs.OnOp(vfs.OpReadFile, vfs.ErrInjected))
 	if err := CreateAbort(f, "store", 2); !errors.Is(err, vfs.ErrInjected) {
 		t.Fatalf("CreateAbort: %v", err)
+	}
+}
+
+// TestCreateAbortOnFullDisk: with no byte free the marker is still made, empty (an empty file
+// takes no block), durably, and a crash at any step leaves it absent (the start never got that
+// far), empty or whole; after a crash the marker that is there is kept, pid and all. Only when
+// even an empty file cannot be made does CreateAbort fail.
+func TestCreateAbortOnFullDisk(t *testing.T) {
+	full := func(m *vfs.Mem) { // every byte used (capacity 0 would mean no limit: one byte is used)
+		if err := WriteFileAtomic(m, "store/unrelated", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		u, err := m.DiskUsage("store")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.SetCapacity(int64(u.Total - u.Free))
+	}
+	m := newMem(t, "store")
+	full(m)
+	for _, p := range crashDuring(t, m, func(fsys vfs.FS) error { return CreateAbort(fsys, "store", 4242) }) {
+		for i, img := range p.images {
+			got, ok := readOrNone(img, "store/abort")
+			if ok && got != "" {
+				t.Fatalf("crash %s, image %d: abort holds %q on a full disk", p.when, i, got)
+			}
+			if p.when == "after return" && !ok {
+				t.Fatalf("image %d: abort lost after CreateAbort returned", i)
+			}
+		}
+	}
+	if _, err := ReadAbortPID(m, "store"); err == nil {
+		t.Fatal("a pid read from the empty marker")
+	}
+	if _, ok := readOrNone(m, "store/abort.tmp"); ok {
+		t.Fatal("abort.tmp left behind")
+	}
+
+	// After a crash: the marker there stays as it was.
+	m = newMem(t, "store")
+	if err := CreateAbort(m, "store", 77); err != nil {
+		t.Fatal(err)
+	}
+	full(m)
+	if err := CreateAbort(m, "store", 88); err != nil {
+		t.Fatal(err)
+	}
+	if pid, err := ReadAbortPID(m.SyncedImage(), "store"); pid != 77 || err != nil {
+		t.Fatalf("marker after a start on a full disk: %d, %v", pid, err)
+	}
+
+	// No inode either: the error says so, and there is no marker.
+	m = newMem(t, "store")
+	full(m)
+	f := vfs.NewFaulty(m, func(op vfs.Op, name string) error {
+		if op == vfs.OpCreate && name == "store/abort" {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	if err := CreateAbort(f, "store", 1); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("no room for an empty marker: %v", err)
+	}
+	if ok, _ := AbortExists(m, "store"); ok {
+		t.Fatal("marker exists")
 	}
 }

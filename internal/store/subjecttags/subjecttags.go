@@ -9,8 +9,8 @@
 // The rule holds for a topic from its first record or not at all: a topic already in the store
 // when it is declared may hold records whose TAGS a publisher chose, and a skip by code would
 // lose them. So the set only grows by topics new to the store (Adopt), it is saved before the
-// first record of such a topic is written, and a topic keeps the rule for as long as the store
-// has the file.
+// first record of such a topic is written (on a full disk, as soon as space returns: see Adopt),
+// and a topic keeps the rule for as long as the store has the file.
 package subjecttags
 
 import (
@@ -104,6 +104,12 @@ func Load(fsys vfs.FS, dir string) (*Set, error) {
 // store's topics (known) put under the rule, saved durably in dir first when any is new. One
 // the store already has keeps the rule it has, and log says so once: reads of one of its
 // subjects read each of its records.
+//
+// On a disk with no space left (vfs.IsNoSpace) it returns the new set with the error, so that
+// a start on a full disk need not fail: the caller may apply it and Save it once space is freed.
+// No record can be stored while the disk is that full, so only a crash between space coming back
+// and the save can leave a topic with records and no rule, which the next start then reads as it
+// reads a topic stored before the rule: record by record, always right.
 func Adopt(fsys vfs.FS, dir string, s *Set, wide, known []string, log zerolog.Logger) (*Set, error) {
 	var add, legacy []string
 	for _, t := range wide {
@@ -126,13 +132,24 @@ func Adopt(fsys vfs.FS, dir string, s *Set, wide, known []string, log zerolog.Lo
 	for _, t := range append(s.Topics(), add...) {
 		next.topics[t] = struct{}{}
 	}
-	if err := fsys.MkdirAll(filepath.Dir(path(dir))); err != nil {
-		return s, fmt.Errorf("subject tags: %w", err)
-	}
-	if err := meta.Save(fsys, path(dir), file{Topics: next.Topics()}); err != nil {
-		return s, fmt.Errorf("subject tags: %w", err)
+	if err := Save(fsys, dir, next); err != nil {
+		if vfs.IsNoSpace(err) {
+			return next, err
+		}
+		return s, err
 	}
 	return next, nil
+}
+
+// Save writes s as the set of the store in dir, durably.
+func Save(fsys vfs.FS, dir string, s *Set) error {
+	if err := fsys.MkdirAll(filepath.Dir(path(dir))); err != nil {
+		return fmt.Errorf("subject tags: %w", err)
+	}
+	if err := meta.Save(fsys, path(dir), file{Topics: s.Topics()}); err != nil {
+		return fmt.Errorf("subject tags: %w", err)
+	}
+	return nil
 }
 
 // TagsOf is the TAGS of a message to topic that has tags and subject (its NATS_SUBJECT, "" for

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -54,6 +55,36 @@ func TestAdoptTakesOnlyTopicsNewToTheStore(t *testing.T) {
 	}
 	if again, err := Load(fsys, dir); err != nil || !slices.Equal(again.Topics(), s.Topics()) {
 		t.Fatalf("Load after the second Adopt: %q, %v", again.Topics(), err)
+	}
+}
+
+// TestAdoptNoSpace: on a disk with no space for the file, Adopt returns the new set with the
+// error, for the caller to apply and Save later; any other error returns the set as it was.
+func TestAdoptNoSpace(t *testing.T) {
+	fail := error(syscall.ENOSPC)
+	fsys := vfs.NewFaulty(vfs.NewMem(), func(op vfs.Op, _ string) error {
+		if op == vfs.OpCreate {
+			return fail
+		}
+		return nil
+	})
+	s, err := Adopt(fsys, "/store", nil, []string{"device"}, nil, zerolog.Nop())
+	if !errors.Is(err, syscall.ENOSPC) || !s.Has("device") {
+		t.Fatalf("%q, %v; want [device] and ENOSPC", s.Topics(), err)
+	}
+	if back, err := Load(fsys, "/store"); err != nil || back.Len() != 0 {
+		t.Fatalf("saved anyway: %q, %v", back.Topics(), err)
+	}
+	fail = errors.New("EIO")
+	if s2, err := Adopt(fsys, "/store", nil, []string{"device"}, nil, zerolog.Nop()); err == nil || s2.Len() != 0 {
+		t.Fatalf("%q, %v; want the old set and the error", s2.Topics(), err)
+	}
+	fail = nil
+	if err := Save(fsys, "/store", s); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := Load(fsys, "/store"); err != nil || !back.Has("device") {
+		t.Fatalf("after Save: %q, %v", back.Topics(), err)
 	}
 }
 
