@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rocketstore/engine/internal/store/checkpoint"
+	"github.com/rocketstore/engine/internal/store/segment"
 	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
@@ -245,4 +247,69 @@ func TestDiskFullZeroFreeTmpfs(t *testing.T) {
 	}
 	e = mustOpen(t, o)
 	checkAckedOnly(t, e, acked)
+}
+
+// TestDiskFullZeroFreeRetentionAtStart: the crash loop of issue 27 is gone. A store of several
+// segments is stopped, a ballast takes every free block, and the engine starts on that disk: the
+// start refuses writes and runs a retention pass at once, which (above 85% use, whatever the
+// age) deletes the oldest segments the last checkpoint covers, and writes resume without anyone
+// deleting files by hand.
+func TestDiskFullZeroFreeRetentionAtStart(t *testing.T) {
+	mnt := mountTmpfs(t, 4<<20)
+	resumed := make(chan struct{}, 1)
+	o := testOptions(t, filepath.Join(mnt, "store"))
+	o.Logger = zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), lineWatch{
+		needle: "disk use is back under the limit: writes resume", seen: resumed,
+	})).Level(zerolog.InfoLevel)
+	o.CommitLogFileSize = 256 << 10
+	e := mustOpen(t, o)
+	acked := retPut(t, e, "T", 2500, 0) // about three segments
+	end := e.Offsets().Written
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The segment the allocator made ahead, empty, which recovery would delete and so make
+	// room: on a disk that filled while the engine ran, it could not have been made.
+	logDir := filepath.Join(o.Dir, "commitlog")
+	ahead := filepath.Join(logDir, segment.Name(end-end%o.CommitLogFileSize+o.CommitLogFileSize))
+	if err := os.Remove(ahead); err != nil {
+		t.Fatalf("no segment made ahead: %v", err)
+	}
+	fillDisk(t, mnt)
+
+	e = mustOpen(t, o)
+	defer e.Close()
+	select {
+	case <-resumed:
+	case <-e.Done():
+		t.Fatalf("the engine stopped: %v", e.Err())
+	case <-time.After(time.Minute):
+		t.Fatalf("writes did not resume within a minute of a start on a full disk (stats %+v)", e.Stats())
+	}
+	if err := e.Ready(); err != nil {
+		t.Fatalf("not ready after the start's retention pass: %v", err)
+	}
+	res, err := e.Put(context.Background(), Message{Topic: "T", Body: body("T", 0, len(acked))})
+	if err != nil || res[0].Err != nil || res[0].QueueOffset != int64(len(acked)) {
+		t.Fatalf("a write after retention made room: %+v, %v", res, err)
+	}
+	if st := e.Stats(); st.SegmentsDeleted == 0 || st.MinOffset == 0 {
+		t.Fatalf("stats %+v: want segments deleted", st)
+	}
+}
+
+// lineWatch is a log writer that tells seen (without blocking) of each line holding needle.
+type lineWatch struct {
+	needle string
+	seen   chan struct{}
+}
+
+func (w lineWatch) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte(w.needle)) {
+		select {
+		case w.seen <- struct{}{}:
+		default:
+		}
+	}
+	return len(p), nil
 }
