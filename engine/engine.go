@@ -485,7 +485,12 @@ func (e *Engine) Close() error {
 			cut := time.AfterFunc(t, e.dispatcher.StopEarly)
 			defer cut.Stop()
 		}
+		began := time.Now()
+		stopped := make(chan struct{})
+		go e.reportStop(stopped)
 		err := e.group.Wait()
+		close(stopped)
+		drained := time.Since(began)
 		if left := e.written.Load() - e.dispatched.Load(); err == nil && left > 0 {
 			e.opts.Logger.Warn().Int64("not_dispatched_bytes", left).Dur("dispatch_stop_timeout", e.opts.DispatchStopTimeout).
 				Msg("stopped before dispatch caught up: the next start dispatches the rest from the checkpoint")
@@ -499,6 +504,8 @@ func (e *Engine) Close() error {
 			e.opts.Logger.Error().Err(err).Msg("pipeline stopped with an error; the next start will recover")
 		}
 		e.closeErr = errors.Join(err, e.closeStores(e.aborted.Load()))
+		e.opts.Logger.Info().Dur("took", time.Since(began)).Dur("pipeline", drained).Int("consumequeues", e.cq.Len()).
+			Msg("store closed")
 	})
 	return e.closeErr
 }

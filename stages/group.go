@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/pprof"
+	"slices"
 	"sync"
 )
 
@@ -16,8 +17,9 @@ type Group struct {
 	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup
 
-	mu  sync.Mutex
-	err error
+	mu      sync.Mutex
+	err     error
+	running []string // the loops started and not returned, in the order they started
 }
 
 // NewGroup returns a group and the context its loops run under.
@@ -28,7 +30,11 @@ func NewGroup(parent context.Context) (*Group, context.Context) {
 
 // Go starts run as the loop called name.
 func (g *Group) Go(name string, run func(ctx context.Context) error) {
+	g.mu.Lock()
+	g.running = append(g.running, name)
+	g.mu.Unlock()
 	g.wg.Go(func() {
+		defer g.returned(name)
 		pprof.Do(g.ctx, pprof.Labels("stage", name), func(ctx context.Context) {
 			err := run(ctx)
 			if err == nil || errors.Is(err, context.Canceled) && g.ctx.Err() != nil {
@@ -37,6 +43,23 @@ func (g *Group) Go(name string, run func(ctx context.Context) error) {
 			g.fail(fmt.Errorf("%s: %w", name, err))
 		})
 	})
+}
+
+// returned notes that the loop called name has returned.
+func (g *Group) returned(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if i := slices.Index(g.running, name); i >= 0 {
+		g.running = slices.Delete(g.running, i, i+1)
+	}
+}
+
+// Running returns the names of the loops that have not returned yet, in the order they
+// started: what Wait waits on.
+func (g *Group) Running() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.running)
 }
 
 func (g *Group) fail(err error) {

@@ -3,6 +3,7 @@ package stages
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -115,6 +116,31 @@ func TestGroupCleanStop(t *testing.T) {
 		close(in)
 		if err := g.Wait(); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestGroupRunning: Running names the loops that have not returned, in the order they started,
+// as they return.
+func TestGroupRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := NewGroup(context.Background())
+		stop := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{}), "c": make(chan struct{})}
+		for _, name := range []string{"a", "b", "c"} {
+			g.Go(name, func(context.Context) error { <-stop[name]; return nil })
+		}
+		if got := g.Running(); !slices.Equal(got, []string{"a", "b", "c"}) {
+			t.Fatalf("Running = %v", got)
+		}
+		close(stop["b"])
+		synctest.Wait()
+		if got := g.Running(); !slices.Equal(got, []string{"a", "c"}) {
+			t.Fatalf("after b returned: Running = %v", got)
+		}
+		close(stop["a"])
+		close(stop["c"])
+		if err := g.Wait(); err != nil || len(g.Running()) != 0 {
+			t.Fatalf("Wait = %v, Running = %v", err, g.Running())
 		}
 	})
 }

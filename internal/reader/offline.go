@@ -301,6 +301,9 @@ func (readOnlyFS) Mkdir(dir string) error { return roErr("mkdir", dir) }
 // SyncDir refuses.
 func (readOnlyFS) SyncDir(dir string) error { return roErr("sync", dir) }
 
+// OpenSyncer refuses.
+func (readOnlyFS) OpenSyncer(dir string) (vfs.Syncer, error) { return nil, roErr("sync", dir) }
+
 // Lock refuses.
 func (readOnlyFS) Lock(name string) (io.Closer, error) { return nil, roErr("lock", name) }
 

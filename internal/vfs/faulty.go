@@ -34,6 +34,7 @@ const (
 	OpDiskUsage                   // FS.DiskUsage
 	OpSegmentWrite                // Segment.WriteAt
 	OpOpenUpdate                  // FS.OpenUpdate
+	OpSyncFS                      // Syncer.SyncAll, asked with the directory it was opened on
 )
 
 var opNames = [...]string{
@@ -58,6 +59,7 @@ var opNames = [...]string{
 	OpDiskUsage:     "DiskUsage",
 	OpSegmentWrite:  "SegmentWrite",
 	OpOpenUpdate:    "OpenUpdate",
+	OpSyncFS:        "SyncFS",
 }
 
 // String returns the operation's name, e.g. "SegmentSync".
@@ -219,6 +221,37 @@ func (f *Faulty) SyncDir(dir string) error {
 		return err
 	}
 	return f.fs.SyncDir(dir)
+}
+
+// OpenSyncer opens the wrapped FS's Syncer (not asked) and wraps it: SyncAll asks OpSyncFS.
+func (f *Faulty) OpenSyncer(dir string) (Syncer, error) {
+	s, err := f.fs.OpenSyncer(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &faultySyncer{Syncer: s, dir: dir, inj: f.inj}, nil
+}
+
+// faultySyncer asks its Injector before SyncAll, and hands the wrapped Syncer the segments
+// it knows (the ones the wrapped FS made).
+type faultySyncer struct {
+	Syncer
+	dir string
+	inj Injector
+}
+
+func (s *faultySyncer) SyncAll(written []SegmentRange) error {
+	if err := s.inj(OpSyncFS, s.dir); err != nil {
+		return err
+	}
+	inner := make([]SegmentRange, len(written))
+	for i, r := range written {
+		if fs, ok := r.Seg.(*faultySegment); ok {
+			r.Seg = fs.Segment
+		}
+		inner[i] = r
+	}
+	return s.Syncer.SyncAll(inner)
 }
 
 // Lock asks OpLock. Releasing the lock is not asked about.

@@ -115,6 +115,16 @@ func faultCases() []faultCase {
 				t.Errorf("written: size %d", st.Size)
 			}
 		}},
+		{OpSyncFS, func(t *testing.T, f *Faulty) error {
+			writeFile(t, f, "d/unsynced", nil, false)
+			s := must(f.OpenSyncer("d"))
+			defer s.Close()
+			return s.SyncAll(nil)
+		}, func(t *testing.T, m *Mem) {
+			if exists(m.SyncedImage(), "d/unsynced") {
+				t.Error("file system synced")
+			}
+		}},
 		{OpOpenUpdate, func(t *testing.T, f *Faulty) error {
 			_, err := f.OpenUpdate("d/file")
 			return err
@@ -207,7 +217,7 @@ func TestFaultyInjectedErrorStopsTheOperation(t *testing.T) {
 			}
 		})
 	}
-	for op := OpCreateSegment; op <= OpOpenUpdate; op++ {
+	for op := OpCreateSegment; op <= OpSyncFS; op++ {
 		if !covered[op] {
 			t.Errorf("no case for %v", op)
 		}

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"path"
 	"slices"
+	"strings"
+	"syscall"
 )
 
 // This file is Mem's crash model: the calls that move current state to durable state (Sync,
@@ -66,7 +69,7 @@ func (m *Mem) CutPowerAt(k int64) {
 	m.cutAt = max(k, 0)
 }
 
-// Syncs is how many sync calls (Segment.Sync, File.Sync, SyncDir) the Mem has taken, those a
+// Syncs is how many sync calls (Segment.Sync, File.Sync, SyncDir, Syncer.SyncAll) the Mem has taken, those a
 // power cut refused included: a run's count is the range of its cut points.
 func (m *Mem) Syncs() int64 {
 	m.mu.Lock()
@@ -138,6 +141,95 @@ func (f *memFile) Sync() error {
 	f.n.durable = slices.Clone(f.n.data)
 	f.n.durLen = len(f.n.data)
 	return nil
+}
+
+// OpenSyncer returns a Syncer of the tree under dir, which must exist.
+func (m *Mem) OpenSyncer(dir string) (Syncer, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.dir(dir); err != nil {
+		return nil, memPathErr("open", dir, err)
+	}
+	p, _ := memClean(dir)
+	return &memSyncer{m: m, dir: p}, nil
+}
+
+// memSyncer is Mem's Syncer: what a syncfs(2) makes durable, under dir only (a weaker model
+// than the real one, which syncs the whole file system, so that a test relying on it holds
+// on a real one too).
+type memSyncer struct {
+	m   *Mem
+	dir string
+}
+
+// SyncAll makes durable, as one sync call (Syncs counts it once; after CutPowerAt it makes
+// nothing durable): the ranges written, of segments of this Mem; then every directory under dir
+// (entries, and directories made by Mkdir) and every file under it that nothing maps (mapped
+// ones are written by other goroutines, which Mem cannot copy under: only the ranges the caller
+// names are copied, as Segment.Sync does).
+func (s *memSyncer) SyncAll(written []SegmentRange) error {
+	m := s.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range written {
+		seg, ok := r.Seg.(*memSegment)
+		switch {
+		case !ok || seg.m != m:
+			return fmt.Errorf("vfs: syncfs %s: a segment of another file system", s.dir)
+		case seg.closed:
+			return memPathErr("syncfs", seg.name, fs.ErrClosed)
+		case r.From < 0 || r.From > r.To || r.To > int64(len(seg.data)):
+			return memPathErr("syncfs", seg.name, syscall.EINVAL)
+		}
+	}
+	if err := m.countSync("syncfs", s.dir); err != nil {
+		return err
+	}
+	for _, r := range written {
+		seg := r.Seg.(*memSegment)
+		if seg.mode == ReadOnly || r.From == r.To {
+			continue
+		}
+		n := seg.n
+		if int64(len(n.durable)) < r.To {
+			n.durable = append(n.durable, make([]byte, int(r.To)-len(n.durable))...)
+		}
+		copy(n.durable[r.From:r.To], seg.data[r.From:r.To])
+		n.durLen = max(n.durLen, int(r.To))
+		n.modTime = m.now()
+	}
+	if d := m.dirs[s.dir]; d != nil {
+		d.unsynced = false
+	}
+	for p, d := range m.dirs {
+		if !memUnder(p, s.dir) {
+			continue
+		}
+		d.durable = maps.Clone(d.files)
+		for sub := range d.subdirs {
+			m.dirs[path.Join(p, sub)].unsynced = false
+		}
+		for _, n := range d.files {
+			if n.maps == 0 {
+				n.durable = slices.Clone(n.data)
+				n.durLen = len(n.data)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *memSyncer) Close() error { return nil }
+
+// memUnder says whether the clean path p is dir or lies under it.
+func memUnder(p, dir string) bool {
+	switch dir {
+	case "/":
+		return strings.HasPrefix(p, "/")
+	case ".":
+		return !strings.HasPrefix(p, "/")
+	}
+	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
 // SyncedImage is CrashImage with SyncedOnly: what is certain to survive, and nothing more.

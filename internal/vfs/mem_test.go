@@ -420,6 +420,53 @@ func TestMemOpenUpdate(t *testing.T) {
 	noErr(t, r.Close())
 }
 
+// TestMemSyncer: SyncAll makes durable every directory entry (Mkdir'd directories too) and every
+// unmapped file under the directory it was opened on, and of mapped segments exactly the ranges
+// named (the rest of a mapping is other goroutines' to write); nothing outside the directory.
+func TestMemSyncer(t *testing.T) {
+	m := NewMem()
+	noErr(t, m.MkdirAll("root/old"))
+	noErr(t, m.MkdirAll("other"))
+	noErr(t, m.Mkdir("root/new"))
+	writeFile(t, m, "root/new/file", []byte("plain"), false)
+	writeFile(t, m, "other/file", []byte("outside"), false)
+	seg := must(m.CreateSegment("root/old/seg", 8192, 8192))
+	copy(seg.Data(), "named|not named")
+	s := must(m.OpenSyncer("root"))
+	before := m.Syncs()
+	m.CutPowerAt(before + 1)
+	if err := s.SyncAll([]SegmentRange{{Seg: seg, From: 0, To: 5}}); !errors.Is(err, ErrPowerCut) {
+		t.Fatalf("SyncAll after the power cut: %v", err)
+	}
+	if exists(m.SyncedImage(), "root/new/file") {
+		t.Fatal("SyncAll made something durable after the power cut")
+	}
+	m.CutPowerAt(0)
+	noErr(t, s.SyncAll([]SegmentRange{{Seg: seg, From: 0, To: 5}}))
+	if n := m.Syncs() - before; n != 2 {
+		t.Fatalf("two SyncAll counted as %d syncs", n)
+	}
+	noErr(t, s.Close())
+	img := m.SyncedImage()
+	if got, ok := must(img.ReadFile("root/new/file")), exists(img, "root/new/file"); !ok || string(got) != "plain" {
+		t.Fatalf("a file under the root: %q, exists %v", got, ok)
+	}
+	if data := must(img.ReadFile("root/old/seg")); string(data[:15]) != "named\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" {
+		t.Fatalf("the segment: %q, want only the range named", data[:15])
+	}
+	if exists(img, "other/file") {
+		t.Fatal("a file outside the root synced")
+	}
+	noErr(t, seg.Close())
+	if _, err := m.OpenSyncer("missing"); err == nil {
+		t.Fatal("a Syncer on a missing directory")
+	}
+	other := must(NewMem().CreateSegment("x", 4096, 4096))
+	if err := must(m.OpenSyncer("root")).SyncAll([]SegmentRange{{Seg: other, To: 1}}); err == nil {
+		t.Fatal("a segment of another Mem synced")
+	}
+}
+
 // TestMemSegmentSyncWhileWritingPastTo is the flusher/appender overlap: one goroutine writes
 // into Data while another syncs what was written before. Run with -race.
 func TestMemSegmentSyncWhileWritingPastTo(t *testing.T) {

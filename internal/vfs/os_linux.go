@@ -472,6 +472,29 @@ func syncDir(dir string) error {
 	return errors.Join(err, d.Close())
 }
 
+// OpenSyncer implements FS: it keeps dir open, for syncfs(2).
+func (OS) OpenSyncer(dir string) (Syncer, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	return osSyncer{d}, nil
+}
+
+// osSyncer is the OS's Syncer: a descriptor on a directory of the file system.
+type osSyncer struct{ d *os.File }
+
+// SyncAll is syncfs(2) on the file system; written needs no more (syncfs covers it). Since
+// Linux 5.8 syncfs reports the write back errors of the file system since d was opened.
+func (s osSyncer) SyncAll([]SegmentRange) error {
+	if err := unix.Syncfs(int(s.d.Fd())); err != nil {
+		return fmt.Errorf("vfs: syncfs %s: %w", s.d.Name(), err)
+	}
+	return nil
+}
+
+func (s osSyncer) Close() error { return s.d.Close() }
+
 // DiskUsage implements FS.
 func (OS) DiskUsage(dir string) (Usage, error) {
 	var st unix.Statfs_t

@@ -316,3 +316,19 @@ func TestOSOpenUpdateOnFullTmpfs(t *testing.T) {
 		t.Fatalf("OpenUpdate of a missing file: %v", err)
 	}
 }
+
+// TestOSSyncer: syncfs on a directory's file system works and its handle closes; a Syncer on a
+// missing directory is an error.
+func TestOSSyncer(t *testing.T) {
+	dir := t.TempDir()
+	seg := must(Default.CreateSegment(filepath.Join(dir, "seg"), 4096, 4096))
+	defer seg.Close()
+	copy(seg.Data(), "x")
+	s := must(Default.OpenSyncer(dir))
+	noErr(t, s.SyncAll([]SegmentRange{{Seg: seg, To: 1}}))
+	noErr(t, s.SyncAll(nil))
+	noErr(t, s.Close())
+	if _, err := Default.OpenSyncer(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a Syncer on a missing directory: %v", err)
+	}
+}

@@ -51,5 +51,8 @@ func (r ReadOnlyFS) Mkdir(dir string) error { return r.refuse("mkdir", dir) }
 // SyncDir refuses.
 func (r ReadOnlyFS) SyncDir(dir string) error { return r.refuse("sync", dir) }
 
+// OpenSyncer refuses.
+func (r ReadOnlyFS) OpenSyncer(dir string) (Syncer, error) { return nil, r.refuse("sync", dir) }
+
 // Lock refuses.
 func (r ReadOnlyFS) Lock(name string) (io.Closer, error) { return nil, r.refuse("lock", name) }

@@ -57,6 +57,10 @@ type FS interface {
 	Stat(name string) (FileInfo, error)
 	// SyncDir makes the entries of dir (creations, renames, removals) durable.
 	SyncDir(dir string) error
+	// OpenSyncer opens a handle on the file system that holds dir, to make everything written to
+	// it durable with one call (Syncer.SyncAll) where syncing each file and directory costs a
+	// journal commit each.
+	OpenSyncer(dir string) (Syncer, error)
 
 	// Lock takes an exclusive lock on name (created if missing) that conflicts with other
 	// processes' fcntl locks on byte 0, as RocketMQ's FileChannel.tryLock. If another holder
@@ -64,6 +68,26 @@ type FS interface {
 	Lock(name string) (io.Closer, error)
 	// DiskUsage reports the space of the file system that holds dir.
 	DiskUsage(dir string) (Usage, error)
+}
+
+// Syncer makes a whole file system durable at once (syncfs(2)). It stays open so that a write
+// back error of any file since it was opened is reported by the next SyncAll, as an fsync of
+// that file would have reported it.
+type Syncer interface {
+	// SyncAll makes durable everything written so far to the file system: file bytes, written
+	// through mappings or not, and directory entries, in the whole file system. written names
+	// the ranges of mapped segments the caller relies on: the OS makes them durable with the
+	// rest; Mem, which cannot copy mappings that other goroutines write into, makes exactly
+	// those durable, with every directory entry and unmapped file under the directory the
+	// Syncer was opened on.
+	SyncAll(written []SegmentRange) error
+	Close() error
+}
+
+// SegmentRange is the bytes [From, To) of a mapped segment.
+type SegmentRange struct {
+	Seg      Segment
+	From, To int64
 }
 
 // Mode says how a segment is mapped.

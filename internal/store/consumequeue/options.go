@@ -20,6 +20,8 @@ const (
 	// MinMaxMapped is the least number of queues that may stay mapped at once before idle,
 	// flushed ones are unmapped (see Options.MaxMapped and DefaultMaxMapped).
 	MinMaxMapped = 4096
+	// DefaultSyncFSAbove is Options.SyncFSAbove when 0.
+	DefaultSyncFSAbove = 64
 	// mapHeadroom are the mappings left to everything but the ConsumeQueues: CommitLog
 	// segments and IndexFiles (all mapped), the Go runtime, an embedded nats-server.
 	mapHeadroom = 16384
@@ -52,6 +54,13 @@ type Options struct {
 	// sweep are unmapped and mapped again on their next use. The bound is soft: queues with
 	// unflushed data are never unmapped, so it can be exceeded until the next flush.
 	MaxMapped int
+	// SyncFSAbove is how many files and directories a flush syncs one by one at most: past it,
+	// FlushAll makes them durable with one sync of the file system (vfs.Syncer, syncfs(2)),
+	// whatever their number (DefaultSyncFSAbove when 0; negative: always one by one). Each
+	// msync of a file or fsync of a directory costs a journal commit, so 20,000 new queues made
+	// a flush, and so a stop, take seconds; one syncfs also writes back whatever else is dirty
+	// on the file system, which costs less than that many commits.
+	SyncFSAbove int
 	// ReadOnly opens the queues for reading only, for offline readers that may run while an
 	// engine writes the same directory: files are mapped read-only, nothing is ever created,
 	// truncated, zeroed or flushed, and each queue's end is found by a scan that changes
@@ -67,6 +76,7 @@ type config struct {
 	fileSize    int64
 	reserveStep int64
 	maxMapped   int
+	syncFSAbove int
 	readOnly    bool
 	// dirSyncs takes the directory syncs of new queues and files (nil when read-only), run by
 	// FlushAll before the checkpoint that relies on them.
@@ -74,7 +84,10 @@ type config struct {
 }
 
 func (o Options) config() (*config, error) {
-	c := &config{fs: o.FS, maxMapped: o.MaxMapped, readOnly: o.ReadOnly}
+	c := &config{fs: o.FS, maxMapped: o.MaxMapped, syncFSAbove: o.SyncFSAbove, readOnly: o.ReadOnly}
+	if c.syncFSAbove == 0 {
+		c.syncFSAbove = DefaultSyncFSAbove
+	}
 	if c.fs == nil {
 		c.fs = vfs.Default
 	}

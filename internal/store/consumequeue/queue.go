@@ -397,15 +397,10 @@ func (cq *ConsumeQueue) Flush(leastPages int) error {
 	for {
 		where := q.FlushedWhere()
 		f := q.File(where)
-		if f == nil {
+		if f == nil || !due(f, leastPages) {
 			return nil
 		}
-		wrote, flushed := f.Wrote(), f.Flushed()
-		full := wrote >= f.Size()
-		if !full && !(leastPages > 0 && wrote/pageSize-flushed/pageSize >= int64(leastPages)) &&
-			!(leastPages <= 0 && wrote > flushed) {
-			return nil
-		}
+		wrote, full := f.Wrote(), f.Full()
 		if err := q.Flush(f.Base() + wrote); err != nil {
 			return fmt.Errorf("consumequeue %s: %w", cq, err)
 		}
@@ -413,6 +408,42 @@ func (cq *ConsumeQueue) Flush(leastPages int) error {
 			return nil
 		}
 	}
+}
+
+// due says whether Flush(leastPages) syncs f, the first file not flushed: when it is full, or
+// has leastPages dirty pages (any dirty byte when leastPages <= 0).
+func due(f *segment.File, leastPages int) bool {
+	wrote, flushed := f.Wrote(), f.Flushed()
+	return wrote >= f.Size() || (leastPages > 0 && wrote/pageSize-flushed/pageSize >= int64(leastPages)) ||
+		(leastPages <= 0 && wrote > flushed)
+}
+
+// due says whether Flush(leastPages) would sync anything of the queue now.
+func (cq *ConsumeQueue) due(leastPages int) bool {
+	q := cq.mappedOrNil()
+	if q == nil {
+		return false
+	}
+	defer cq.mu.RUnlock()
+	f := q.File(q.FlushedWhere())
+	return f != nil && due(f, leastPages)
+}
+
+// unflushed holds what the queue has written and not flushed (see Store.flushAtOnce) and
+// returns it with the function that lets go of the queue; ok is false when there is nothing.
+func (cq *ConsumeQueue) unflushed() (u segment.Unflushed, done func(), ok bool) {
+	if cq.cfg.readOnly {
+		return u, nil, false
+	}
+	q := cq.mappedOrNil()
+	if q == nil {
+		return u, nil, false
+	}
+	if u = q.Unflushed(q.MaxOffset()); u.Empty() {
+		cq.mu.RUnlock()
+		return u, nil, false
+	}
+	return u, cq.mu.RUnlock, true
 }
 
 // Close unmaps the queue's files; readers still holding one keep it mapped until they are

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/rocketstore/engine/internal/store/segment"
+	"github.com/rocketstore/engine/internal/vfs"
 )
 
 // Store owns every ConsumeQueue under <root>/consumequeue: it finds them on disk (Load),
@@ -47,7 +48,7 @@ func Open(opts Options) (*Store, error) {
 		if err := cfg.fs.MkdirAll(cfg.dir); err != nil {
 			return nil, fmt.Errorf("consumequeue: %w", err)
 		}
-		cfg.dirSyncs = segment.NewDirSyncs(cfg.fs)
+		cfg.dirSyncs = segment.NewDirSyncs(cfg.fs, cfg.dir, cfg.syncFSAbove)
 	}
 	return &Store{cfg: cfg, queues: make(map[queueKey]*ConsumeQueue)}, nil
 }
@@ -281,15 +282,67 @@ func (s *Store) DeleteExpiredAll(minCommitLogOffset int64) (int, error) {
 // unmaps idle queues if more than the bound are mapped. It goes on past a queue that fails and
 // returns every error.
 func (s *Store) FlushAll(leastPages int) error {
+	queues := s.mappedQueues()
+	if s.atOnce(queues, leastPages) {
+		err := s.flushAtOnce(queues)
+		s.sweep()
+		return err
+	}
 	var errs []error
 	if s.cfg.dirSyncs != nil {
 		errs = append(errs, s.cfg.dirSyncs.Sync())
 	}
-	for _, cq := range s.mappedQueues() {
+	for _, cq := range queues {
 		errs = append(errs, cq.Flush(leastPages))
 	}
 	s.sweep()
 	return errors.Join(errs...)
+}
+
+// atOnce says whether FlushAll(leastPages) would sync more files and directories than
+// SyncFSAbove, one by one.
+func (s *Store) atOnce(queues []*ConsumeQueue, leastPages int) bool {
+	above := s.cfg.syncFSAbove
+	if s.cfg.dirSyncs == nil || above < 0 {
+		return false
+	}
+	n := s.cfg.dirSyncs.Len()
+	for _, cq := range queues {
+		if n > above {
+			break
+		}
+		if cq.due(leastPages) {
+			n++
+		}
+	}
+	return n > above
+}
+
+// flushAtOnce flushes every written byte of queues and makes every new directory entry durable
+// with one sync of the file system (segment.DirSyncs.SyncAll): what FlushAll(0) does, in one
+// call instead of one per file and directory.
+func (s *Store) flushAtOnce(queues []*ConsumeQueue) error {
+	type held struct {
+		u    segment.Unflushed
+		done func()
+	}
+	var hs []held
+	var ranges []vfs.SegmentRange
+	for _, cq := range queues {
+		if u, done, ok := cq.unflushed(); ok {
+			hs = append(hs, held{u, done})
+			ranges = u.Ranges(ranges)
+		}
+	}
+	err := s.cfg.dirSyncs.SyncAll(ranges)
+	for _, h := range hs {
+		h.u.Done(err == nil)
+		h.done()
+	}
+	if err != nil {
+		return fmt.Errorf("consumequeue: sync of %d files and the new directories at once: %w", len(ranges), err)
+	}
+	return nil
 }
 
 // Close closes every queue. It does not flush: call FlushAll(0) first.
@@ -308,5 +361,8 @@ func (s *Store) Close() error {
 	s.mapped.queues = nil
 	s.mapped.mu.Unlock()
 	errs = append(errs, s.takeErrs())
+	if s.cfg.dirSyncs != nil {
+		errs = append(errs, s.cfg.dirSyncs.Close())
+	}
 	return errors.Join(errs...)
 }

@@ -22,7 +22,7 @@ func TestDirSyncsWaitsForSyncInFlight(t *testing.T) {
 		}
 		return nil
 	})
-	d := NewDirSyncs(fsys)
+	d := NewDirSyncs(fsys, "/store", -1)
 	if err := d.mkdirAll(filepath.Join("/store", "T", "0")); err != nil {
 		t.Fatal(err)
 	}

@@ -545,3 +545,57 @@ func (q *Queue) Close() error {
 	q.files.Store(new([]*File))
 	return errors.Join(errs...)
 }
+
+// Unflushed is what a Queue holds written and not flushed below a target, file by file, each
+// file acquired until Done: for one sync of the whole file system (vfs.Syncer) to make it
+// durable together with other queues' (see DirSyncs.SyncAll).
+type Unflushed struct {
+	q     *Queue
+	files []*File
+	to    []int64 // each file's write position when taken
+}
+
+// Unflushed returns what Flush(target) would sync now.
+func (q *Queue) Unflushed(target int64) Unflushed {
+	u := Unflushed{q: q}
+	for where := q.flushedWhere.Load(); where < target; {
+		f := q.File(where)
+		if f == nil || !f.Acquire() {
+			break
+		}
+		to := min(target-f.Base(), f.Wrote())
+		if to <= f.Flushed() {
+			f.Release()
+			break
+		}
+		u.files, u.to = append(u.files, f), append(u.to, to)
+		if to < f.Size() {
+			break
+		}
+		where = f.End()
+	}
+	return u
+}
+
+// Empty says there is nothing to sync.
+func (u Unflushed) Empty() bool { return len(u.files) == 0 }
+
+// Ranges appends the ranges to sync to dst.
+func (u Unflushed) Ranges(dst []vfs.SegmentRange) []vfs.SegmentRange {
+	for i, f := range u.files {
+		dst = append(dst, vfs.SegmentRange{Seg: f.seg, From: f.Flushed(), To: u.to[i]})
+	}
+	return dst
+}
+
+// Done releases the files; synced says the ranges are durable, and moves the flushed offsets
+// past them, as Flush would have.
+func (u Unflushed) Done(synced bool) {
+	for i, f := range u.files {
+		if synced && u.to[i] > f.Flushed() {
+			f.flushed.Store(u.to[i])
+			u.q.advanceFlushed(f.Base() + u.to[i])
+		}
+		f.Release()
+	}
+}
