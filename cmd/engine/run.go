@@ -248,10 +248,12 @@ loop:
 		case <-hups:
 			r.reload(srv, log)
 		case s := <-sigs:
-			log.Info().Str("signal", s.String()).Msg("stopping: draining every stage (a second signal exits at once)")
+			// Not ready first, then the log line: whoever reads the line (a supervisor, a
+			// test) finds /readyz already saying so.
 			if mon != nil {
 				mon.SetPhase(monitor.PhaseStopping, "signal "+s.String())
 			}
+			log.Info().Str("signal", s.String()).Msg("stopping: draining every stage (a second signal exits at once)")
 			break loop
 		case <-srv.Done():
 			log.Error().Err(srv.Engine.Err()).Msg("pipeline stopped")
