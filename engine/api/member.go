@@ -399,6 +399,11 @@ func (m *Member) commitHandled(ctx context.Context) error {
 		switch {
 		case err == nil:
 			w.q.commit = max(w.q.commit, w.off)
+		case CodeOf(err) == CodeConflict && w.q.revoking:
+			// Asked back: the member's own release (sent by its control loop meanwhile) let
+			// the queue go first, committing every message handled. Nothing is lost, and the
+			// release's answer drops the queue.
+			err = nil
 		case CodeOf(err) == CodeConflict:
 			if m.queues[w.q.id] == w.q {
 				m.dropLocked(w.q.id) // fenced: not ours any more
