@@ -279,6 +279,7 @@ func (c *consumer) term() {
 type publisher struct {
 	mu    sync.Mutex
 	acked map[string]qpos // body → where it was stored
+	sent  map[string]bool // every body sent, acked or not (a request cut by an engine's kill)
 	stop  chan struct{}
 	done  chan error
 }
@@ -294,7 +295,7 @@ func startPublisher(t *testing.T, url, subject, tag string, workers, n int, keye
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	p := &publisher{acked: map[string]qpos{}, stop: make(chan struct{}), done: make(chan error, workers)}
+	p := &publisher{acked: map[string]qpos{}, sent: map[string]bool{}, stop: make(chan struct{}), done: make(chan error, workers)}
 	for w := range workers {
 		go func() {
 			for i := w; i < n; i += workers {
@@ -309,8 +310,11 @@ func startPublisher(t *testing.T, url, subject, tag string, workers, n int, keye
 				if keyed {
 					hdr = append(hdr, "Rmq-Keys", fmt.Sprintf("%s-w%d", tag, w))
 				}
+				p.mu.Lock()
+				p.sent[body] = true
+				p.mu.Unlock()
 				a, err := publishOnce(nc, msg(subject, body, hdr...))
-				for try := 0; err != nil && try < 100; try++ { // the engine restarting: the same id again
+				for retry := time.Now().Add(waitTimeout); err != nil && time.Now().Before(retry); { // the engine restarting: the same id again
 					select {
 					case <-p.stop:
 						p.done <- nil
@@ -376,6 +380,13 @@ func (p *publisher) wait(t *testing.T, workers int) map[string]qpos {
 		out[k] = v
 	}
 	return out
+}
+
+// wasSent says whether body was sent (acked or not).
+func (p *publisher) wasSent(body string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sent[body]
 }
 
 // positions are the places of the acked messages, sorted.

@@ -36,6 +36,7 @@ type groupTap struct {
 	markers  map[string]chan struct{}
 	reqs     map[string]tapRequest // by reply subject
 	clientOf map[string]string     // memberId → clientId
+	joins    map[string]int        // joins answered, by clientId
 	queues   map[int32]*tapQueue
 	// lastCommit is each member's last successful commit (or release, or leave) per queue.
 	lastCommit map[string]map[int32]int64
@@ -56,6 +57,7 @@ type tapRequest struct {
 // tapQueue is the model of one queue of the group.
 type tapQueue struct {
 	committed int64
+	hasCommit bool
 	owner     string // the member last served it
 	epoch     int64
 	servedEnd int64 // the end of what owner was served at epoch
@@ -70,7 +72,7 @@ func startGroupTap(t *testing.T, url, topic string) *groupTap {
 		t.Fatal(err)
 	}
 	g := &groupTap{t: t, nc: nc, markers: map[string]chan struct{}{}, ch: make(chan *nats.Msg, 1<<20), done: make(chan struct{}), topic: topic,
-		reqs: map[string]tapRequest{}, clientOf: map[string]string{}, queues: map[int32]*tapQueue{},
+		reqs: map[string]tapRequest{}, clientOf: map[string]string{}, joins: map[string]int{}, queues: map[int32]*tapQueue{},
 		lastCommit: map[string]map[int32]int64{}, redeliveredAt: map[qpos]int{}}
 	// One channel for both subscriptions: the connection's reader fills it in the order the
 	// server sent, so a request comes before its reply.
@@ -142,6 +144,7 @@ func (g *groupTap) observe(m *nats.Msg) {
 		close(ch)
 		return
 	}
+	g.assignment(m)
 	req, ok := g.reqs[m.Subject]
 	if !ok {
 		return // a push, or a reply to a request of another kind
@@ -154,6 +157,7 @@ func (g *groupTap) observe(m *nats.Msg) {
 			var client string
 			_ = json.Unmarshal(req.body["clientId"], &client)
 			g.clientOf[a.MemberID] = client
+			g.joins[client]++
 		}
 	case "read":
 		g.readReply(req, m)
@@ -182,7 +186,7 @@ func (g *groupTap) observe(m *nats.Msg) {
 		_ = json.Unmarshal(req.body["memberId"], &member)
 		_ = json.Unmarshal(req.body["queues"], &qs)
 		if e.Error != nil {
-			if e.Error.Code != 404 { // a release partly refused: which commits happened is not said
+			if e.Error.Code == 409 { // a release partly refused: which commits happened is not said
 				g.problems = append(g.problems, fmt.Sprintf("%s of %s refused: %+v", req.kind, member, *e.Error))
 			}
 			return
@@ -199,6 +203,26 @@ func (g *groupTap) observe(m *nats.Msg) {
 					q.released = true // a leave lets every queue go
 				}
 			}
+		}
+	}
+}
+
+// assignment checks an assignment (a reply to a join, a heartbeat or a release, or a push):
+// every queue it lists is at an offset at or past the last commit acknowledged in it, since
+// that is where the group resumes ("A queue handed over resumes at its last committed offset";
+// a commit acknowledged is never lost, also across a restart of the engine).
+func (g *groupTap) assignment(m *nats.Msg) {
+	if len(m.Data) == 0 || m.Data[0] != '{' {
+		return
+	}
+	var a docAssignment
+	if json.Unmarshal(m.Data, &a) != nil || a.Generation == 0 || a.Topic != g.topic {
+		return
+	}
+	for _, q := range append(append([]docQueueRef(nil), a.Queues...), a.Revoke...) {
+		if tq := g.queues[q.QueueID]; tq != nil && q.Offset < tq.committed {
+			g.problems = append(g.problems, fmt.Sprintf("member %s assigned queue %d at offset %d, below the %d committed and acknowledged",
+				a.MemberID, q.QueueID, q.Offset, tq.committed))
 		}
 	}
 }
@@ -252,7 +276,8 @@ func (g *groupTap) queue(id int32) *tapQueue {
 }
 
 func (g *groupTap) commit(member string, id int32, offset int64) {
-	g.queue(id).committed = offset
+	q := g.queue(id)
+	q.committed, q.hasCommit = offset, true
 	if g.lastCommit[member] == nil {
 		g.lastCommit[member] = map[int32]int64{}
 	}
@@ -328,4 +353,24 @@ func (g *groupTap) committedBy(member string) map[int32]int64 {
 		out[q] = off
 	}
 	return out
+}
+
+// committedNow is each queue's last commit acknowledged, by anyone.
+func (g *groupTap) committedNow() map[int32]int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := map[int32]int64{}
+	for id, q := range g.queues {
+		if q.hasCommit {
+			out[id] = q.committed
+		}
+	}
+	return out
+}
+
+// joined is how many of client's joins the engine answered with an assignment.
+func (g *groupTap) joined(client string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.joins[client]
 }
