@@ -83,10 +83,14 @@ type session struct {
 	engine, api string
 	generation  int64
 	heartbeat   time.Duration
-	partitions  []int32
-	kick        chan struct{} // cap 1: its reader's queues changed
-	cancelRead  context.CancelFunc
-	gone        bool
+	// timeout is the engine's session timeout; heard when the engine last answered (an
+	// assignment, a read). A session not answered for timeout is gone at the engine too.
+	timeout    time.Duration
+	heard      time.Time
+	partitions []int32
+	kick       chan struct{} // cap 1: its reader's queues changed
+	cancelRead context.CancelFunc
+	gone       bool
 }
 
 // heldQueue is a queue the member holds on one engine.
@@ -236,6 +240,8 @@ func (m *Member) apply(a Assignment) {
 	}
 	s.generation, s.partitions = a.Generation, a.Partitions
 	s.heartbeat = time.Duration(cmp.Or(a.HeartbeatMs, 1000)) * time.Millisecond
+	s.timeout = time.Duration(cmp.Or(a.SessionTimeoutMs, 3000)) * time.Millisecond
+	s.heard = time.Now()
 	listed := make(map[int32]bool, len(a.Queues)+len(a.Revoke))
 	for _, aq := range a.Queues {
 		listed[aq.QueueID] = true

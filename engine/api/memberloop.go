@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -73,9 +74,12 @@ func (m *Member) heartbeatEvery() time.Duration {
 	return every
 }
 
-// heartbeats heartbeats every session and takes the assignments they return. An engine that
-// does not know the member any more (404) is joined again; one that does not answer is given up,
-// its queues dropped, and the member looks for the engines again.
+// heartbeats heartbeats every session at once and takes the assignments they return. An
+// engine that does not know the member any more (404) is joined again; one that does not answer
+// is given up, its queues dropped, and the member looks for the engines again: at once on no
+// responders, and once it has not answered for a whole session timeout otherwise (the session
+// is gone there by then). An engine that restarted may never answer: the subjects of its old id
+// are nobody's, and another engine's ingress subscription (on ">") takes them without a reply.
 func (m *Member) heartbeats() {
 	m.mu.Lock()
 	sessions := make([]*session, 0, len(m.sessions))
@@ -83,16 +87,34 @@ func (m *Member) heartbeats() {
 		sessions = append(sessions, s)
 	}
 	m.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, s := range sessions {
-		var a Assignment
-		err := m.c.requestTo(m.ctx, s.api+"."+EndpointGroupHeartbeat, 0,
-			MemberRequest{Group: m.cfg.Group, Topic: m.cfg.Topic, MemberID: m.id}, &a)
-		switch {
-		case err == nil:
-			m.apply(a)
-		case CodeOf(err) == CodeNotFound:
-			m.rejoinSession(s)
-		case errors.Is(err, nats.ErrNoResponders):
+		wg.Go(func() { m.heartbeat(s) })
+	}
+	wg.Wait()
+}
+
+func (m *Member) heartbeat(s *session) {
+	m.mu.Lock()
+	within := min(m.c.timeout, s.timeout)
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(m.ctx, within)
+	defer cancel()
+	var a Assignment
+	err := m.c.requestTo(ctx, s.api+"."+EndpointGroupHeartbeat, 0,
+		MemberRequest{Group: m.cfg.Group, Topic: m.cfg.Topic, MemberID: m.id}, &a)
+	switch {
+	case err == nil:
+		m.apply(a)
+	case CodeOf(err) == CodeNotFound:
+		m.rejoinSession(s)
+	case errors.Is(err, nats.ErrNoResponders):
+		m.forget(s)
+	case m.ctx.Err() == nil:
+		m.mu.Lock()
+		silent := time.Since(s.heard) >= s.timeout
+		m.mu.Unlock()
+		if silent {
 			m.forget(s)
 		}
 	}
@@ -240,6 +262,9 @@ func (m *Member) read(s *session) {
 			m.pause(s) // a timeout, or the engine stopping: try again
 			continue
 		}
+		m.mu.Lock()
+		s.heard = time.Now()
+		m.mu.Unlock()
 		if n := m.take(s, req, sections); n == 0 && msg.Header.Get(HeaderReadWaitSkipped) != "" {
 			m.pause(s)
 		}

@@ -246,7 +246,9 @@ type docMember struct {
 	memberID   string
 	generation int64
 	heartbeat  time.Duration
+	session    time.Duration
 	lastBeat   time.Time
+	answered   time.Time // the engine's last answer to a heartbeat
 	lastCommit time.Time
 	held       map[int32]*docHeld
 	revoke     []docQueueRef // asked back, to release
@@ -275,8 +277,12 @@ func newDocMember(nc *nats.Conn, group, topic, clientID string, handle func(stri
 // request sends a JSON request and decodes a JSON reply into out; an error reply is a
 // *docCodeError.
 func (m *docMember) request(subject string, req any, out any) error {
+	return m.requestWithin(waitTimeout, subject, req, out)
+}
+
+func (m *docMember) requestWithin(timeout time.Duration, subject string, req any, out any) error {
 	data, _ := json.Marshal(req)
-	reply, err := m.nc.Request(subject, data, waitTimeout)
+	reply, err := m.nc.Request(subject, data, timeout)
 	if err != nil {
 		return fmt.Errorf("%s: %w", subject, err)
 	}
@@ -303,7 +309,8 @@ func (m *docMember) join(subject string) error {
 	}
 	m.api, m.memberID, m.generation = a.API, a.MemberID, 0
 	m.heartbeat = time.Duration(a.HeartbeatMs) * time.Millisecond
-	m.lastBeat = time.Now()
+	m.session = time.Duration(a.SessionTimeoutMs) * time.Millisecond
+	m.lastBeat, m.answered = time.Now(), time.Now()
 	if a.API == "" || a.MemberID == "" || a.HeartbeatMs <= 0 || a.SessionTimeoutMs < a.HeartbeatMs {
 		return fmt.Errorf("join: an assignment without api, member or times: %+v", a)
 	}
@@ -362,18 +369,32 @@ func (m *docMember) applyPush(msg *nats.Msg) error {
 	return nil
 }
 
-// beat heartbeats (step 2); on 404 it drops every queue and joins again (step 7).
+// beat heartbeats (step 2), with a timeout of the session's; on 404 it drops every queue and
+// joins again; with no answer for a whole session, it drops them and joins on the first join's
+// subject (step 7).
 func (m *docMember) beat() error {
 	var a docAssignment
-	err := m.request(m.api+".group.heartbeat", map[string]any{"group": m.group, "topic": m.topic, "memberId": m.memberID}, &a)
+	err := m.requestWithin(m.session, m.api+".group.heartbeat", map[string]any{"group": m.group, "topic": m.topic, "memberId": m.memberID}, &a)
 	m.lastBeat = time.Now()
-	if docCode(err) == 404 {
+	switch {
+	case docCode(err) == 404:
 		m.held, m.revoke = map[int32]*docHeld{}, nil
 		return m.join(m.api + ".group.join")
-	}
-	if err != nil {
+	case errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout):
+		if time.Since(m.answered) < m.session {
+			return nil
+		}
+		m.held, m.revoke = map[int32]*docHeld{}, nil
+		if err := m.join(m.prefix + ".group.join"); err != nil && docCode(err) == 0 {
+			return nil // not back yet: the next heartbeat's time tries again
+		} else if err != nil {
+			return err
+		}
+		return nil
+	case err != nil:
 		return err
 	}
+	m.answered = time.Now()
 	m.apply(a)
 	return nil
 }
