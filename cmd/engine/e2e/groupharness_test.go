@@ -382,6 +382,13 @@ func (p *publisher) wait(t *testing.T, workers int) map[string]qpos {
 	return out
 }
 
+// count is how many messages were acked so far.
+func (p *publisher) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.acked)
+}
+
 // wasSent says whether body was sent (acked or not).
 func (p *publisher) wasSent(body string) bool {
 	p.mu.Lock()
