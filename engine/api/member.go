@@ -76,6 +76,7 @@ type Member struct {
 	ready    chan struct{} // cap 1: a message arrived, or the member closed
 	control  chan struct{} // cap 1: the control loop has work (a release, a rejoin)
 	rejoin   bool          // every session must be found again (no responders, an unknown member)
+	beatNow  bool          // heartbeat at once: a read was fenced
 }
 
 // session is the member's session with one engine.
@@ -104,7 +105,10 @@ type heldQueue struct {
 	commit   int64 // the offset last committed
 	buffered int   // its messages in Member.buf
 	revoking bool
-	atEnd    bool // its last read found nothing more to read
+	// fenced: a read of it came back FENCED; it is not read until an assignment says whether
+	// it is asked back (release it) or gone (drop it).
+	fenced bool
+	atEnd  bool // its last read found nothing more to read
 }
 
 type delivery struct {
@@ -246,7 +250,7 @@ func (m *Member) apply(a Assignment) {
 	for _, aq := range a.Queues {
 		listed[aq.QueueID] = true
 		if q := m.queues[aq.QueueID]; q != nil && q.s == s && q.epoch == aq.Epoch {
-			q.revoking = false // still, or again (a revocation the engine took back), the member's
+			q.revoking, q.fenced = false, false // still, or again (a revocation the engine took back), the member's
 			continue
 		}
 		m.dropLocked(aq.QueueID)
@@ -333,7 +337,7 @@ func (m *Member) Next(ctx context.Context) (Record, error) {
 			m.buf[0] = delivery{}
 			m.buf = m.buf[1:]
 			d.q.buffered--
-			if q := m.queues[d.q.id]; q != d.q || q.revoking {
+			if q := m.queues[d.q.id]; q != d.q || q.revoking || q.fenced {
 				continue // dropped or asked back since it was read
 			}
 			m.inFlight = &d

@@ -45,6 +45,13 @@ func (m *Member) loop() {
 			_ = m.commitHandled(m.ctx) // failures: the next tick commits again, or the queue was dropped
 		case <-m.control:
 		}
+		m.mu.Lock()
+		beat := m.beatNow
+		m.beatNow = false
+		m.mu.Unlock()
+		if beat {
+			m.heartbeats() // a read was fenced: the assignment says why
+		}
 		m.releases()
 		m.mu.Lock()
 		rejoin := m.rejoin
@@ -207,7 +214,7 @@ func (m *Member) read(s *session) {
 			MaxBytes: m.cfg.MaxBytes, WaitMs: m.cfg.Wait.Milliseconds()}
 		if room > 0 {
 			for _, q := range m.queues {
-				if q.s == s && !q.revoking {
+				if q.s == s && !q.revoking && !q.fenced {
 					req.Queues = append(req.Queues, ReadQueue{QueueID: q.id, Offset: q.next, Epoch: q.epoch})
 				}
 			}
@@ -294,12 +301,17 @@ func (m *Member) take(s *session, req ReadRequest, sections []ReadSection) int {
 		}
 		rq := req.Queues[i]
 		q := m.queues[sec.QueueID]
-		if q == nil || q.s != s || q.epoch != rq.Epoch || q.revoking || q.next != rq.Offset {
+		if q == nil || q.s != s || q.epoch != rq.Epoch || q.revoking || q.fenced || q.next != rq.Offset {
 			continue // changed while the read was under way
 		}
 		switch sec.Status {
 		case ReadFenced:
-			m.dropLocked(q.id)
+			// Asked back (the push saying so may still be on its way), or taken: stop
+			// reading and handing it out, and heartbeat now. Dropped, a queue asked back
+			// would never be released, and its group would wait for the rebalance timeout.
+			m.discardLocked(q)
+			q.fenced = true
+			m.beatNow = true
 			m.signal(m.control)
 			continue
 		case ReadTooLarge:

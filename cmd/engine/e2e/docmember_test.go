@@ -229,6 +229,7 @@ type docHeld struct {
 	next      int64
 	handled   int64
 	committed int64
+	fenced    bool // a read came back FENCED: not read until an assignment says why
 }
 
 // docMember is the member. One goroutine runs it (run); the test reads its counters after.
@@ -327,6 +328,7 @@ func (m *docMember) apply(a docAssignment) {
 	held := map[int32]*docHeld{}
 	for _, q := range a.Queues {
 		if h := m.held[q.QueueID]; h != nil && h.epoch == q.Epoch {
+			h.fenced = false
 			held[q.QueueID] = h // read on where it is
 			continue
 		}
@@ -422,7 +424,9 @@ func (m *docMember) release() error {
 func (m *docMember) read(waitMs int) error {
 	var qs []docQueueRef
 	for id, h := range m.held {
-		qs = append(qs, docQueueRef{QueueID: id, Epoch: h.epoch, Offset: h.next})
+		if !h.fenced {
+			qs = append(qs, docQueueRef{QueueID: id, Epoch: h.epoch, Offset: h.next})
+		}
 	}
 	if len(qs) == 0 {
 		select { // nothing to read: wait for a push, or the next heartbeat
@@ -459,7 +463,7 @@ func (m *docMember) read(waitMs int) error {
 			m.fenced++
 			m.mu.Unlock()
 			if h != nil && h.epoch == qs[i].Epoch {
-				delete(m.held, s.queueID)
+				h.fenced = true          // asked back, or gone: the assignment says which
 				m.lastBeat = time.Time{} // heartbeat now
 			}
 			continue
