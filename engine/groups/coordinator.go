@@ -291,6 +291,15 @@ func (c *Coordinator) commitLocked(g *group, m *member, qc QueueCommit) (offsets
 	if qc.Offset < 0 {
 		return offsets.Ticket{}, fmt.Errorf("%w: offset %d", ErrInvalid, qc.Offset)
 	}
+	if cur, ok := c.table.Get(g.key.Group, g.key.Topic, qc.QueueID); ok && cur.Epoch == qc.Epoch && cur.Member == m.id && cur.Offset > qc.Offset {
+		// An older commit of this hold, overtaken on its way by a newer one: a member's
+		// commit and its own release or leave go to different endpoints, served at once, and
+		// a commit abandoned by a member that is stopping still arrives. Within a hold the
+		// offset never goes back (the queue's next owner would start before what was
+		// handled). Answered once the newer one is written: a no-op of the table's.
+		return c.table.Apply(offsets.Commit{Group: g.key.Group, Topic: g.key.Topic, QueueID: qc.QueueID, Offset: cur.Offset,
+			Epoch: cur.Epoch, Member: cur.Member})
+	}
 	tk, err := c.table.Apply(offsets.Commit{Group: g.key.Group, Topic: g.key.Topic, QueueID: qc.QueueID, Offset: qc.Offset,
 		Epoch: qc.Epoch, Member: m.id})
 	if err == nil {

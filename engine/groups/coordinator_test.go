@@ -403,3 +403,35 @@ func seq(from, to int64) []int64 {
 	}
 	return out
 }
+
+// TestCommitNeverGoesBackWithinAHold: a member's older commit that arrives after a newer one of
+// the same hold (its commit and its own leave race on different endpoints) leaves the offset
+// where the newer one put it, so the queue's next owner starts past what was handled; a new
+// hold starts from there and may commit anything.
+func TestCommitNeverGoesBackWithinAHold(t *testing.T) {
+	h := newHarness(t, 1, Config{})
+	a := h.join(t, "a")
+	q := a.Queues[0]
+	if err := h.c.Commit(key, "a", QueueCommit{QueueID: q.QueueID, Epoch: q.Epoch, Offset: 51}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Commit(key, "a", QueueCommit{QueueID: q.QueueID, Epoch: q.Epoch, Offset: 50}); err != nil {
+		t.Fatalf("an overtaken commit: %v, want it answered", err)
+	}
+	if got, _ := h.table.Get(key.Group, key.Topic, q.QueueID); got.Offset != 51 {
+		t.Fatalf("after commits 51 then 50 of one hold: %d, want 51", got.Offset)
+	}
+	if err := h.c.Leave(key, "a", nil); err != nil {
+		t.Fatal(err)
+	}
+	b := h.join(t, "b")
+	if b.Queues[0].Offset != 51 {
+		t.Fatalf("the next owner starts at %d, want 51", b.Queues[0].Offset)
+	}
+	if err := h.c.Commit(key, "b", QueueCommit{QueueID: q.QueueID, Epoch: b.Queues[0].Epoch, Offset: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := h.table.Get(key.Group, key.Topic, q.QueueID); got.Offset != 7 {
+		t.Fatalf("a new hold's first commit: %d, want 7", got.Offset)
+	}
+}

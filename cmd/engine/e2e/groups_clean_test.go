@@ -64,6 +64,7 @@ func TestGroupCleanJoinsAndLeaves(t *testing.T) {
 	e := startEngine(t, t.TempDir(), "--queues", "8", "--http", "127.0.0.1:0", "--group-rebalance-timeout", "10m")
 	const group, topic = "tidy", "tidy"
 	l := newLedger()
+	tap := startGroupTap(t, e.url, topic)
 	firstAck := stored(t, connect(t, e.url), msg(topic, "first"))
 	pub := startPublisher(t, e.url, topic, "tidy", 2, 1<<30, false)
 
@@ -130,7 +131,7 @@ func TestGroupCleanJoinsAndLeaves(t *testing.T) {
 	seen := map[qpos]string{}
 	for _, h := range l.snapshot() {
 		if prev, dup := seen[h.pos]; dup {
-			t.Errorf("%v written twice: by %s and %s", h.pos, prev, h.who)
+			t.Errorf("%v written twice: by %s and %s; the queue's story:\n%s", h.pos, prev, h.who, tap.story(h.pos.queue, h.pos.offset))
 		}
 		seen[h.pos] = h.who
 		if b := bodyAt[h.pos]; b != h.body {

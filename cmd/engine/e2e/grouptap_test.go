@@ -45,6 +45,7 @@ type groupTap struct {
 	redelivered   int
 	served        int // records served in all
 	problems      []string
+	history       map[int32][]tapEvent // per queue, what happened, for a failing test to show
 }
 
 // tapRequest is a request seen, waiting for its reply.
@@ -73,7 +74,7 @@ func startGroupTap(t *testing.T, url, topic string) *groupTap {
 	}
 	g := &groupTap{t: t, nc: nc, markers: map[string]chan struct{}{}, ch: make(chan *nats.Msg, 1<<20), done: make(chan struct{}), topic: topic,
 		reqs: map[string]tapRequest{}, clientOf: map[string]string{}, joins: map[string]int{}, queues: map[int32]*tapQueue{},
-		lastCommit: map[string]map[int32]int64{}, redeliveredAt: map[qpos]int{}}
+		lastCommit: map[string]map[int32]int64{}, redeliveredAt: map[qpos]int{}, history: map[int32][]tapEvent{}}
 	// One channel for both subscriptions: the connection's reader fills it in the order the
 	// server sent, so a request comes before its reply.
 	for _, subj := range []string{"$RS.API.>", "_INBOX.>"} {
@@ -192,6 +193,7 @@ func (g *groupTap) observe(m *nats.Msg) {
 			return
 		}
 		for _, rq := range qs {
+			g.note(rq.QueueID, rq.Offset, "%s by %s at epoch %d, at %d", req.kind, g.name(member), rq.Epoch, rq.Offset)
 			g.commit(member, rq.QueueID, rq.Offset)
 			if q := g.queues[rq.QueueID]; q != nil && q.owner == member && q.epoch == rq.Epoch {
 				q.released = true
@@ -218,6 +220,12 @@ func (g *groupTap) assignment(m *nats.Msg) {
 	var a docAssignment
 	if json.Unmarshal(m.Data, &a) != nil || a.Generation == 0 || a.Topic != g.topic {
 		return
+	}
+	for _, q := range a.Queues {
+		g.note(q.QueueID, q.Offset, "assigned to %s at epoch %d, offset %d (generation %d)", g.name(a.MemberID), q.Epoch, q.Offset, a.Generation)
+	}
+	for _, q := range a.Revoke {
+		g.note(q.QueueID, q.Offset, "asked back from %s at epoch %d (generation %d)", g.name(a.MemberID), q.Epoch, a.Generation)
 	}
 	for _, q := range append(append([]docQueueRef(nil), a.Queues...), a.Revoke...) {
 		if tq := g.queues[q.QueueID]; tq != nil && q.Offset < tq.committed {
@@ -276,6 +284,7 @@ func (g *groupTap) queue(id int32) *tapQueue {
 }
 
 func (g *groupTap) commit(member string, id int32, offset int64) {
+	g.note(id, offset, "commit %d by %s", offset, g.name(member))
 	q := g.queue(id)
 	q.committed, q.hasCommit = offset, true
 	if g.lastCommit[member] == nil {
@@ -308,6 +317,8 @@ func (g *groupTap) readReply(req tapRequest, m *nats.Msg) {
 			}
 			q.owner, q.epoch, q.servedEnd, q.released = member, rq.Epoch, 0, false
 		}
+		g.note(s.queueID, s.records[0].queueOffset, "served %d..%d (next %d) to %s at epoch %d", s.records[0].queueOffset,
+			s.records[len(s.records)-1].queueOffset, s.nextOffset, g.name(member), rq.Epoch)
 		for _, r := range s.records {
 			g.served++
 			if q.pending[r.queueOffset] {
@@ -373,4 +384,51 @@ func (g *groupTap) joined(client string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.joins[client]
+}
+
+// tapEvent is something that happened to a queue, near offset.
+type tapEvent struct {
+	offset int64
+	text   string
+}
+
+// note records an event of a queue (the lock held).
+func (g *groupTap) note(id int32, offset int64, format string, args ...any) {
+	if h := g.history[id]; len(h) < 1_000_000 {
+		g.history[id] = append(h, tapEvent{offset, fmt.Sprintf(format, args...)})
+	}
+}
+
+// name is a member's client id, or its id.
+func (g *groupTap) name(member string) string {
+	if c := g.clientOf[member]; c != "" {
+		return c
+	}
+	return member
+}
+
+// story is what happened to a queue around an offset: the events from the first one within 200
+// of it to the last one.
+func (g *groupTap) story(id int32, offset int64) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h := g.history[id]
+	first, last := -1, -1
+	for i, e := range h {
+		if e.offset >= offset-200 && e.offset <= offset+200 {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		return "(nothing seen near it)"
+	}
+	var b strings.Builder
+	for _, e := range h[first : last+1] {
+		b.WriteString(e.text)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
