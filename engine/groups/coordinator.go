@@ -584,20 +584,40 @@ func (c *Coordinator) AuthorizeRead(key Key, memberID string, queueID int32, epo
 	return nil
 }
 
-// Served records that the owner of a queue was handed the messages at offsets (ascending) of a
-// read that went on to next, and counts those an earlier owner was handed and never committed
-// (a redelivery).
-func (c *Coordinator) Served(key Key, memberID string, queueID int32, epoch int64, offsets []int64, next int64) {
+// StillReads says whether member may still be handed what a read of queue at epoch found: it
+// owns it at that epoch and is not asked to give it up (as AuthorizeRead, without keeping the
+// session). A read authorized before a long poll asks again before it answers, since the queue
+// may have moved meanwhile.
+func (c *Coordinator) StillReads(key Key, memberID string, queueID int32, epoch int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.readableLocked(key, memberID, queueID, epoch) != nil
+}
+
+func (c *Coordinator) readableLocked(key Key, memberID string, queueID int32, epoch int64) *queueState {
 	g := c.groups[key]
 	if g == nil {
-		return
+		return nil
 	}
 	q := g.queues[queueID]
-	if q == nil || q.owner != memberID || q.epoch != epoch {
-		return
+	if q == nil || q.owner != memberID || q.epoch != epoch || q.revoking {
+		return nil
 	}
+	return q
+}
+
+// Served records that the owner of a queue is handed the messages at offsets (ascending) of a
+// read that went on to next, and counts those an earlier owner was handed and never committed
+// (a redelivery). It returns false, recording nothing, when the member may no longer be handed
+// them (StillReads): the read answers FENCED instead.
+func (c *Coordinator) Served(key Key, memberID string, queueID int32, epoch int64, offsets []int64, next int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.readableLocked(key, memberID, queueID, epoch)
+	if q == nil {
+		return false
+	}
+	g := c.groups[key]
 	if q.redeliverTo > q.redeliverFrom {
 		var n int64
 		for _, off := range offsets {
@@ -615,6 +635,7 @@ func (c *Coordinator) Served(key Key, memberID string, queueID int32, epoch int6
 		q.redeliverFrom = max(q.redeliverFrom, min(next, q.redeliverTo))
 	}
 	q.served = max(q.served, next)
+	return true
 }
 
 // Subject is the subject filter of a group's members ("" for none, or no such group).

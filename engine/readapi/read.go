@@ -158,15 +158,20 @@ func (s *Service) read(r api.ReadRequest, skipWait bool) (nats.Header, []byte, e
 		}
 		f := found[0]
 		found = found[1:]
+		// A long poll was authorized before it waited: the queue may have been asked back, or
+		// moved to another member, since. Its messages go to the member only if it still
+		// reads the queue now (no message to two live members at once).
+		if member && (f.Count > 0 && !s.groups.Served(key, r.MemberID, q.QueueID, q.Epoch, recordOffsets(f.Records, f.Count), f.NextOffset) ||
+			f.Count == 0 && !s.groups.StillReads(key, r.MemberID, q.QueueID, q.Epoch)) {
+			body = api.AppendReadSection(body, api.ReadSection{QueueID: q.QueueID, Status: api.ReadFenced, NextOffset: q.Offset})
+			continue
+		}
 		sec := api.ReadSection{QueueID: f.QueueID, Status: api.ReadStatus(f.Status), NextOffset: f.NextOffset,
 			MinOffset: f.MinOffset, MaxOffset: f.MaxOffset, Count: f.Count, Data: f.Records}
 		if f.TooLarge {
 			sec.Status = api.ReadTooLarge
 		}
 		body = api.AppendReadSection(body, sec)
-		if member && f.Count > 0 {
-			s.groups.Served(key, r.MemberID, q.QueueID, q.Epoch, recordOffsets(f.Records, f.Count), f.NextOffset)
-		}
 	}
 	return h, body, nil
 }
