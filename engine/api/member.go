@@ -431,7 +431,10 @@ func (m *Member) commitHandled(ctx context.Context) error {
 }
 
 // Close marks the message in flight as handled, commits what was handled and leaves every
-// engine's group; the others get its queues at once.
+// engine's group; the others get its queues at once. A ctx that is already done (the usual end
+// of a loop over Next with `defer m.Close(ctx)`) still gets the client's timeout for that:
+// otherwise the member would neither commit nor leave, and its queues would wait for its session
+// to run out and hand out again what it handled.
 func (m *Member) Close(ctx context.Context) error { return m.leave(ctx, true) }
 
 // Abandon leaves every engine's group without committing anything more: what was handed out
@@ -444,6 +447,11 @@ func (m *Member) Abandon() {
 }
 
 func (m *Member) leave(ctx context.Context, commit bool) error {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), m.c.timeout)
+		defer cancel()
+	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
