@@ -215,3 +215,30 @@ func liveHeap(t *testing.T, base string) float64 {
 	}
 	return scrapeMetrics(t, base)["go_memstats_heap_inuse_bytes"]
 }
+
+// TestGroupJoinAfterAck: a join sent right after the ack of a topic's first message finds the
+// topic, as every read does (README.md, "Flush modes": a read sees what was acked before it
+// arrived), in both flush modes, 150 new topics each.
+func TestGroupJoinAfterAck(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"sync", "async"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			e := startEngine(t, t.TempDir(), "--flush", mode, "--group-session-timeout", "5m")
+			nc := connect(t, e.url)
+			missed := 0
+			for i := range 150 {
+				topic := fmt.Sprint("fresh", i)
+				stored(t, nc, msg(topic, "first"))
+				var a docAssignment
+				if err := rawCall(t, nc, "$RS.API.group.join", map[string]any{"group": "g", "topic": topic}, &a); err != nil {
+					missed++
+					t.Errorf("join right after the first ack of %s: %+v", topic, *err)
+				}
+			}
+			if missed > 0 {
+				t.Errorf("%d of 150 joins right after their topic's first ack found no topic", missed)
+			}
+		})
+	}
+}
