@@ -147,6 +147,14 @@ func (s *Service) join(data []byte) ([]byte, error) {
 		return nil, err
 	}
 	a, err := s.groups.Join(r)
+	if errors.Is(err, groups.ErrUnknownTopic) {
+		// The coordinator knows a topic once dispatch has made its queues, a moment after the
+		// ack of its first message. A read waits for dispatch to reach what was acked when it
+		// arrived (internal/reader, "Read what was acked"), and so does a join, through one: a
+		// get of the topic, which waits only while dispatch is behind the acks.
+		_, _ = s.e.Get(s.ctx, reader.GetRequest{Topic: r.Topic, Max: 1, NoPropertyMap: true})
+		a, err = s.groups.Join(r)
+	}
 	if err != nil {
 		return nil, err
 	}
