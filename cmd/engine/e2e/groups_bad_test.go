@@ -279,13 +279,27 @@ func staleLongPoll(t *testing.T, url string, nc *nats.Conn, group string) bool {
 		ends[s.queueID] = s.maxOffset
 		qs[i]["offset"] = s.maxOffset
 	}
-	// A waits at the ends, on a connection of its own.
-	waiting := make(chan []docSection, 1)
+	// A waits at the ends, on a connection of its own. An attempt given up leaves this read
+	// behind: it reports to its channel only, never to the test.
+	type answer struct {
+		secs []docSection
+		err  error
+	}
+	waiting := make(chan answer, 1)
+	reads := endpointRequests(t, nc, "member_read")
 	nc2 := connect(t, url)
+	data, _ := json.Marshal(map[string]any{"topic": "poll", "group": group, "memberId": a.MemberID, "queues": qs, "waitMs": 20000})
 	go func() {
-		secs, _ := rawRead(t, nc2, a.API+".read", map[string]any{"topic": "poll", "group": group, "memberId": a.MemberID, "queues": qs, "waitMs": 20000}, len(qs))
-		waiting <- secs
+		reply, err := nc2.Request(a.API+".read", data, waitTimeout)
+		if err != nil {
+			waiting <- answer{err: err}
+			return
+		}
+		secs, err := decodeReadReply(reply, len(qs))
+		waiting <- answer{secs, err}
 	}()
+	// The engine has it once micro counts it (its handler then authorizes it at once).
+	untilDeadline(t, "A's read reaches the engine", func() bool { return endpointRequests(t, nc, "member_read") > reads })
 	if err := nc2.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +337,11 @@ func staleLongPoll(t *testing.T, url string, nc *nats.Conn, group string) bool {
 	}
 	var secs []docSection
 	select {
-	case secs = <-waiting:
+	case got := <-waiting:
+		if got.err != nil {
+			t.Fatalf("A's waiting read: %v", got.err)
+		}
+		secs = got.secs
 	case <-time.After(5 * time.Second):
 		return false // the moved queue was not in the wait: the read came after the join
 	}
@@ -350,4 +368,30 @@ func staleLongPoll(t *testing.T, url string, nc *nats.Conn, group string) bool {
 	}
 	t.Fatalf("B does not hold queue %d: %+v", moved, bb)
 	return false
+}
+
+// endpointRequests is how many requests the rocketstore service's endpoint name has received,
+// from micro's $SRV.STATS.
+func endpointRequests(t *testing.T, nc *nats.Conn, name string) int {
+	t.Helper()
+	reply, err := nc.Request("$SRV.STATS.rocketstore", nil, waitTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Endpoints []struct {
+			Name        string `json:"name"`
+			NumRequests int    `json:"num_requests"`
+		} `json:"endpoints"`
+	}
+	if err := json.Unmarshal(reply.Data, &st); err != nil {
+		t.Fatalf("$SRV.STATS.rocketstore: %s: %v", reply.Data, err)
+	}
+	for _, e := range st.Endpoints {
+		if e.Name == name {
+			return e.NumRequests
+		}
+	}
+	t.Fatalf("$SRV.STATS.rocketstore has no endpoint %s: %s", name, reply.Data)
+	return 0
 }
