@@ -2,25 +2,29 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // README.md "External NATS" and docs/CONFIG.md "The NATS connection": the engine on a NATS
 // server of its user's (-s / --server / $NATS_URL).
 
-// TestExternalServerNotUpYet: a server that is not up at start is waited for (logged), with
-// /healthz alive and /readyz 503 meanwhile; once the server is up the engine runs, takes what
-// is published through that server, and stops cleanly.
+// TestExternalServerNotUpYet: a server that is not up at start is waited for (logged, and for
+// more attempts than nats.go's default limit), with /healthz alive and /readyz 503 meanwhile;
+// once the server is up the engine runs, takes what is published through that server, and
+// stops cleanly.
 func TestExternalServerNotUpYet(t *testing.T) {
 	t.Parallel()
 	port := freePort(t)
 	dir := t.TempDir()
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	p := startProc(t, procOpts{args: append([]string{"run", "--store", dir, "--log-format", "json", "--reconnect-wait", "100ms",
+	p := startProc(t, procOpts{args: append([]string{"run", "--store", dir, "--log-format", "json", "--reconnect-wait", "10ms",
 		"--http", "127.0.0.1:0"}, sizeArgs...), env: []string{"NATS_URL=" + url}})
 	mon := p.waitLog("monitoring")
 	p.waitLog("waiting for the nats server")
@@ -31,6 +35,7 @@ func TestExternalServerNotUpYet(t *testing.T) {
 	if code, body := httpGet(t, base+"/readyz"); code != 503 {
 		t.Errorf("/readyz while waiting for NATS: %d %q, want 503", code, body)
 	}
+	refuseAttempts(t, p, port, forever)
 	ns := startNATS(t, port)
 	running := p.waitLog("engine running")
 	if running["nats"] != url {
@@ -84,18 +89,19 @@ func TestWrongCredentials(t *testing.T) {
 	e.stop()
 }
 
-// TestExternalServerRestart: a lost connection is retried (logged), and once the server is back
-// the engine takes messages again.
+// TestExternalServerRestart: a lost connection is retried (logged), forever (more attempts than
+// nats.go's default limit), and once the server is back the engine takes messages again.
 func TestExternalServerRestart(t *testing.T) {
 	t.Parallel()
 	port := freePort(t)
 	ns := startNATS(t, port)
 	dir := t.TempDir()
-	e := startEngine(t, dir, "--server", clientURL(ns), "--reconnect-wait", "100ms")
+	e := startEngine(t, dir, "--server", clientURL(ns), "--reconnect-wait", "10ms")
 	first := stored(t, connect(t, clientURL(ns)), msg("rc.a", "before"))
 	mark := e.nlines()
 	ns.Shutdown()
 	e.waitLogAfter(mark, "disconnected from nats")
+	refuseAttempts(t, e.proc, port, forever)
 	ns = startNATS(t, port)
 	e.waitLogAfter(mark, "reconnected to nats")
 	// The subscriptions are back once the server has them: a request may still find none for
@@ -113,6 +119,47 @@ func TestExternalServerRestart(t *testing.T) {
 	e.stop()
 	if n := checkAcked(t, offline(dir), []sentMsg{{"rc.a", "before", first}, {"rc.a", "after", second}}); n != 2 {
 		t.Fatalf("stored %d, want 2", n)
+	}
+}
+
+// forever is how many reconnection attempts a lost server sees before it comes back: more than
+// nats.go's default limit (60), after which a client that does not retry forever gives up.
+const forever = nats.DefaultMaxReconnect + 10
+
+// refuseAttempts stands in for the lost server at 127.0.0.1:port until the engine has tried to
+// reconnect n times: it accepts each attempt and closes it at once. An engine that gives up
+// before (its connection closed for good) exits, which fails the test.
+func refuseAttempts(t *testing.T, p *proc, port, n int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts, done := make(chan struct{}), make(chan struct{})
+	defer func() { close(done); ln.Close() }()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			select {
+			case attempts <- struct{}{}:
+			case <-done:
+				return
+			}
+		}
+	}()
+	deadline := time.After(waitTimeout)
+	for seen := 0; seen < n; seen++ {
+		select {
+		case <-attempts:
+		case <-p.exited:
+			t.Fatalf("the engine exited (code %d) after %d attempts to connect: it does not retry forever", p.code, seen)
+		case <-deadline:
+			t.Fatalf("%d attempts to connect within %v, want %d", seen, waitTimeout, n)
+		}
 	}
 }
 
