@@ -173,6 +173,10 @@ func TestReadBySubject(t *testing.T) {
 	for i, s := range subjects {
 		last = stored(t, nc, msg(s, fmt.Sprint(i)))
 	}
+	// A subject longer than the pattern is not the pattern's: it gets a topic of its own.
+	if longer := stored(t, nc, msg("device.1.temp.x", "longer")); longer.Topic == "device" {
+		t.Errorf("device.1.temp.x went to topic %s, which device.*.temp declares", longer.Topic)
+	}
 	waitReadable(t, nc, last)
 	want := func(filter string) (bodies []string) {
 		for i, s := range subjects {
@@ -189,7 +193,7 @@ func TestReadBySubject(t *testing.T) {
 		}
 		return bodies
 	}
-	for _, filter := range []string{"device.1.temp", "device.*.temp", "device.>", "device.2.temp", "device.9.temp"} {
+	for _, filter := range []string{"device.1.temp", "device.*.temp", "device.>", "device.2.temp", "device.9.temp", "device.*"} {
 		req, _ := json.Marshal(map[string]any{"topic": "device", "queueId": 0, "offset": 0, "max": 100, "subject": filter})
 		rep, err := nc.Request("$RS.API.get", req, waitTimeout)
 		if err != nil {
