@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rocketstore/engine/internal/rmqfixture"
@@ -45,7 +46,7 @@ func TestDedupeAcrossRestart(t *testing.T) {
 // TestOfflineReadsWithoutSizeFlags: README: offline "every read command works"; issue 16 item 12:
 // a segment's size is its file's size, so an offline read needs no size flag. Today `get` on a
 // store written with small segments prints "no messages" (exit 0) without the flags, while
-// `offsets` says the queue holds the message.
+// `offsets` says the queue holds the message. A size flag that contradicts the files exits 2.
 func TestOfflineReadsWithoutSizeFlags(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -61,6 +62,11 @@ func TestOfflineReadsWithoutSizeFlags(t *testing.T) {
 		if len(got) != 1 || got[0]["msgId"] != a.MsgID {
 			t.Errorf("%v --store without size flags: %v, want the message", args, got)
 		}
+	}
+	// A size flag that contradicts the files is a usage error naming the size.
+	r := runCLI(t, "get", "--topic", a.Topic, "--queue", itoa(a.QueueID), "--store", dir, "--commit-log-size", "1GiB")
+	if r.code != 2 || !strings.Contains(r.stderr, "4194304") {
+		t.Errorf("get --commit-log-size 1GiB on a store of 4 MiB segments: exit %d, %q; want 2 naming the size", r.code, r.stderr)
 	}
 }
 
