@@ -159,6 +159,7 @@ func TestQueryAndOffsetsTimes(t *testing.T) {
 		{[]string{"--begin", hourAgo.UTC().Format(time.RFC3339)}, 2},
 		{[]string{"--begin", hourAgo.Format(time.RFC3339Nano), "--end", fmt.Sprint(first.StoreTimestamp - 5000)}, 0},
 		{[]string{"--begin=+1h"}, 0}, // from an hour ahead: nothing yet
+		{[]string{"--begin", hourAgo.Add(2 * time.Hour).Format(time.RFC3339)}, 0},
 	} {
 		if got := query(c.args...); len(got) != c.n {
 			t.Errorf("query %v: %d messages, want %d: %v", c.args, len(got), c.n, got)
