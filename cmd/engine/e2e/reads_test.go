@@ -169,6 +169,22 @@ func TestQueryAndOffsetsTimes(t *testing.T) {
 	if got := query("--begin=-1h"); len(got) != 2 || got[0]["msgId"] != second.MsgID || got[1]["msgId"] != first.MsgID {
 		t.Errorf("query: not newest first: %v", got)
 	}
+	// offsets: each queue's bounds and its first and last store times. Messages on one key (one
+	// queue) until the engine's clock has moved on, so that the two times differ.
+	b := []ack{stored(t, nc, msg("times.b", "0", "Rmq-Keys", "k"))}
+	for i := 1; b[len(b)-1].StoreTimestamp == b[0].StoreTimestamp; i++ {
+		if i == 100_000 {
+			t.Fatal("the store time did not move in 100,000 messages")
+		}
+		b = append(b, stored(t, nc, msg("times.b", fmt.Sprint(i), "Rmq-Keys", "k")))
+	}
+	last := b[len(b)-1]
+	waitReadable(t, nc, last)
+	offs := ndjson(t, mustCLI(t, append([]string{"offsets", "--topic", "times_b", "--json"}, online(e.url)...)...))
+	if len(offs) != 1 || offs[0]["minOffset"] != 0.0 || offs[0]["maxOffset"] != float64(len(b)) ||
+		offs[0]["minStoreTime"] != float64(b[0].StoreTimestamp) || offs[0]["maxStoreTime"] != float64(last.StoreTimestamp) {
+		t.Errorf("offsets: %v, want [0, %d) stored from %d to %d", offs, len(b), b[0].StoreTimestamp, last.StoreTimestamp)
+	}
 	// offsets --time: from an hour ago, each queue's first offset; an hour ahead, the end.
 	for _, c := range []struct {
 		at   string
