@@ -71,6 +71,17 @@ func TestAPIOptions(t *testing.T) {
 	}
 	e.stop()
 
+	// Under a prefix that the subjects stored include, the API's traffic is still not stored.
+	dir := t.TempDir()
+	wide := startEngine(t, dir, "--api-prefix", "my.api")
+	if reply, err := connect(t, wide.url).Request("my.api.topics", nil, waitTimeout); err != nil || !strings.HasPrefix(string(reply.Data), `{"topics":`) {
+		t.Errorf("my.api.topics with every subject stored: %v %s, want the API's answer", err, reply.Data)
+	}
+	wide.stop()
+	if got := ndjsonOrNone(t, mustCLI(t, append([]string{"topics", "--json"}, offline(dir)...)...)); len(got) != 0 {
+		t.Errorf("the API's requests were stored: %v", got)
+	}
+
 	// (With --subjects '>' the ingress subscription matches $RS.API.* too: it stores nothing of
 	// it and answers nothing, but a request then waits for its timeout instead of no responders.)
 	off := startEngine(t, t.TempDir(), "--no-read-api", "--subjects", "orders.>")
@@ -79,7 +90,7 @@ func TestAPIOptions(t *testing.T) {
 	}
 	off.stop()
 
-	dir := t.TempDir()
+	dir = t.TempDir()
 	noidx := startEngine(t, dir, "--no-index")
 	nc = connect(t, noidx.url)
 	b := stored(t, nc, msg("noidx.a", "x", "Nats-Msg-Id", "i-1"))
