@@ -242,7 +242,7 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"unknown key", "nope_key: 1\n", nil, []string{"nope_key"}},
 		{"wrong type", "queues: \"many\"\n", nil, []string{"queues"}},
-		{"unquoted duration", "dedupe_window: 2m\n", nil, []string{"dedupe_window", "quoted"}},
+		{"unquoted duration", "dedupe_window: 2m\n", nil, []string{"dedupe_window", "write a duration as a quoted string"}},
 		{"refused value", "flush: sometimes\n", nil, []string{"flush"}},
 		{"inbox", "", []string{"--subjects", "orders.>,_INBOX.>"}, []string{`subjects (from flag): "_INBOX.>": reply inboxes are never stored (their messages are acks and replies)`}},
 		{"$-subject", "", []string{"--subjects", "$JS.API.>"}, []string{`"$JS.API.>"`, "never stored"}},
