@@ -80,9 +80,9 @@ func equalStrings(v any, want ...string) bool {
 	return true
 }
 
-// TestCleanStopAndRestart: SIGTERM drains, syncs, writes the checkpoint and exits 0; the next
-// start is a clean one (clean_exit true, from the checkpoint, nothing rescanned), keeps every
-// acked message and continues every queue.
+// TestCleanStopAndRestart: SIGTERM (and SIGINT) drains, syncs, writes the checkpoint and exits
+// 0; the next start is a clean one (clean_exit true, from the checkpoint, nothing rescanned),
+// keeps every acked message and continues every queue.
 func TestCleanStopAndRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -98,7 +98,11 @@ func TestCleanStopAndRestart(t *testing.T) {
 		t.Fatalf("the start after a clean stop: %v, want clean_exit and from_checkpoint with 0 records rescanned", r)
 	}
 	second := publishAcked(t, e.url, "two", subjects, 10)
-	e.stop()
+	e.send(syscall.SIGINT) // the same graceful stop as SIGTERM
+	if code := e.wait(); code != 0 {
+		t.Fatalf("exit code %d after SIGINT, want 0", code)
+	}
+	e.waitLog("stopped cleanly")
 	all := append(first, second...)
 	if n := checkAcked(t, offline(dir), all); n != len(all) {
 		t.Fatalf("the store holds %d messages, %d were acked", n, len(all))
