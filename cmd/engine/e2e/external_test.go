@@ -70,7 +70,8 @@ func TestSignalDuringStartup(t *testing.T) {
 }
 
 // TestWrongCredentials: a server that refuses the engine's credentials fails the start with the
-// server's error and exit code 1; the right ones connect.
+// server's error and exit code 1; the right ones connect; revoked while the engine runs, they
+// stop it with exit 1.
 func TestWrongCredentials(t *testing.T) {
 	t.Parallel()
 	ns := startNATS(t, 0, func(o *natsserver.Options) { o.Username, o.Password = "engine", "s3cret" })
@@ -85,8 +86,20 @@ func TestWrongCredentials(t *testing.T) {
 	}
 	dir := t.TempDir()
 	e := startEngineOpts(t, dir, procOpts{args: append([]string{"run", "--store", dir, "--log-format", "json",
-		"-s", clientURL(ns)}, sizeArgs...), env: []string{"NATS_USER=engine", "NATS_PASSWORD=s3cret"}})
-	e.stop()
+		"-s", clientURL(ns), "--reconnect-wait", "100ms"}, sizeArgs...), env: []string{"NATS_USER=engine", "NATS_PASSWORD=s3cret"}})
+	// Revoked while it runs: the server refuses the reconnections, the connection closes for
+	// good, and the engine stops with exit 1, saying why.
+	revoked := &natsserver.Options{Host: "127.0.0.1", Port: ns.Addr().(*net.TCPAddr).Port, MaxPayload: 4<<20 + 64<<10,
+		NoSigs: true, NoLog: true, Username: "engine", Password: "changed"}
+	if err := ns.ReloadOptions(revoked); err != nil {
+		t.Fatal(err)
+	}
+	if code := e.wait(); code != 1 {
+		t.Fatalf("credentials revoked: exit %d, want 1", code)
+	}
+	if l := e.waitLog("stopping: nothing can reach the engine any more"); !strings.Contains(strings.ToLower(fmt.Sprint(l["error"])), "authorization") {
+		t.Fatalf("the reason is not said: %v", l)
+	}
 }
 
 // TestExternalServerRestart: a lost connection is retried (logged), forever (more attempts than
