@@ -130,3 +130,39 @@ func TestPull(t *testing.T) {
 	}
 	e.stop()
 }
+
+// TestNoReply: --no-reply turns every reply off: a request is stored without an ack, a refused
+// one gets no error. Over an external server, so that once the engine has stopped (a graceful
+// stop sends every reply it would send) a flush of the client shows whatever came back.
+func TestNoReply(t *testing.T) {
+	t.Parallel()
+	ns := startNATS(t, 0)
+	dir := t.TempDir()
+	e := startEngine(t, dir, "--server", clientURL(ns), "--no-reply", "--queues", "1")
+	nc := connect(t, clientURL(ns))
+	replies, err := nc.SubscribeSync("replies.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, refused := msg("noreply.a", "kept"), msg("noreply.a", "refused", "DELAY", "1")
+	kept.Reply, refused.Reply = "replies.kept", "replies.refused"
+	for _, m := range []*nats.Msg{kept, refused} {
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.stop()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := replies.Pending(); n != 0 {
+		m, _ := replies.NextMsg(0)
+		t.Fatalf("--no-reply: %d replies, the first on %s: %q", n, m.Subject, m.Data)
+	}
+	if got := readQueue(t, offline(dir), "noreply_a", 0); len(got) != 1 || got[0]["body"] != b64("kept") {
+		t.Fatalf("stored %v, want the one valid message", got)
+	}
+}
