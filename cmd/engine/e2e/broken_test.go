@@ -115,8 +115,8 @@ func TestCheckpointRewrittenByRocketMQ(t *testing.T) {
 		t.Fatalf("verify after RocketMQ rewrote the checkpoint: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	e = startEngine(t, dir)
-	if dropped, _ := e.recovered["index_dropped"].([]any); len(dropped) != 0 {
-		t.Fatalf("the start after RocketMQ rewrote the checkpoint dropped index files: %v", e.recovered)
+	if dropped, _ := e.recovered["index_dropped"].([]any); len(dropped) != 0 || e.recovered["from_checkpoint"] != true {
+		t.Fatalf("the start after RocketMQ rewrote the checkpoint dropped index files or did not use its offsets: %v", e.recovered)
 	}
 	e.stop()
 }
