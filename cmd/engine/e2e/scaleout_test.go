@@ -128,6 +128,11 @@ func TestPartitionedIngest(t *testing.T) {
 		if len(got) != 64 || held != 1 {
 			t.Fatalf("fan-out offsets: %v, want 64 queues, one of them (engine A's) holding a message", got)
 		}
+		// A topic that no engine has is not 64 empty queues: exit 1, saying so.
+		r := runCLI(t, "offsets", "--nats", a.url, "--partitions", "64", "--topic", "typo")
+		if r.code != 1 || !strings.Contains(r.stderr, `no engine has topic "typo"`) {
+			t.Fatalf("fan-out offsets of a topic no engine has: exit %d, stderr %q, want 1 saying so", r.code, r.stderr)
+		}
 	})
 	ack2 := stored(t, nc, retry)
 	if ack2.QueueID != partitionOf(k2, 64) || ack2.Duplicate {
