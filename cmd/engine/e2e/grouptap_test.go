@@ -83,7 +83,7 @@ func startGroupTap(t *testing.T, url, topic string) *groupTap {
 	}
 	g := &groupTap{t: t, nc: nc, markers: map[string]chan struct{}{}, ch: make(chan *nats.Msg, 1<<20), done: make(chan struct{}), topic: topic,
 		reqs: map[string]tapRequest{}, clientOf: map[string]string{}, joins: map[string]int{}, queues: map[int32]*tapQueue{},
-		handed: map[tapHold]bool{},
+		handed:     map[tapHold]bool{},
 		lastCommit: map[string]map[int32]int64{}, redeliveredAt: map[qpos]int{}, history: map[int32][]tapEvent{}}
 	// One channel for both subscriptions: the connection's reader fills it in the order the
 	// server sent, so a request comes before its reply.
