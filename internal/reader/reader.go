@@ -83,6 +83,9 @@ type Reader struct {
 	// waiting, when set (tests), is called each time a long poll is about to wait on the
 	// mark (a dispatch from then on ends that wait).
 	waiting func()
+	// looked, when set, is called by Get and Records right after their first look, before they
+	// decide whether to wait for dispatch (tests: dispatch passing at that moment).
+	looked func()
 }
 
 // New makes a Reader over an engine's open stores. index is nil when the IndexFile is off;

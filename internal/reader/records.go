@@ -63,6 +63,9 @@ func (r *Reader) Records(ctx context.Context, req RecordsRequest, buf []byte) ([
 	start := len(buf)
 	if req.Wait <= 0 || r.dispatched == nil || r.off != nil {
 		out, b, err := r.records(req, f, buf)
+		if r.looked != nil {
+			r.looked()
+		}
 		if recordsShort(out, err, req) && r.catchUp(ctx, acked) {
 			out, b, err = r.records(req, f, b[:start])
 		}

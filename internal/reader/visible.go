@@ -33,21 +33,31 @@ func (r *Reader) SetAckLevel(acked Watermark, wait time.Duration) {
 	r.acked, r.ackWait = acked, wait
 }
 
-// ackMark is the acked offset as a read arrives: what it must be able to see.
-func (r *Reader) ackMark() int64 {
-	if r.acked == nil || r.dispatched == nil {
-		return 0
-	}
-	return r.acked.Load()
+// ackPoint is what a read saw as it arrived, before it read anything: the acked offset (what it
+// must be able to see) and Dispatched.
+type ackPoint struct {
+	acked, dispatched int64
 }
 
-// catchUp waits until Dispatched reaches mark (ackMark as the read arrived), at most the ack wait,
-// and says whether the read should look again: false when dispatch was there already (nothing
-// more can be seen) or ctx ended.
-func (r *Reader) catchUp(ctx context.Context, mark int64) bool {
-	if r.acked == nil || r.dispatched == nil || r.dispatched.Load() >= mark {
+// ackMark is the read's ackPoint. Dispatched must be loaded before the read looks, not after:
+// dispatch that passes the acked offset while the read looks may have put the unit in place just
+// after the read missed it, and a Dispatched loaded then would say there is nothing more to see.
+func (r *Reader) ackMark() ackPoint {
+	if r.acked == nil || r.dispatched == nil {
+		return ackPoint{}
+	}
+	acked := r.acked.Load() // first: Dispatched never passes what was written
+	return ackPoint{acked: acked, dispatched: r.dispatched.Load()}
+}
+
+// catchUp waits until Dispatched reaches the acked offset of p, at most the ack wait, and says
+// whether the read should look again: false when dispatch was there already as the read arrived
+// (it saw everything acked) or ctx ended.
+func (r *Reader) catchUp(ctx context.Context, p ackPoint) bool {
+	if r.acked == nil || r.dispatched == nil || p.dispatched >= p.acked {
 		return false
 	}
+	mark := p.acked
 	wctx, cancel := context.WithTimeout(ctx, r.ackWait)
 	defer cancel()
 	// Timed out or failed (the engine stopping), the mark may still have moved: look again.
@@ -59,7 +69,10 @@ func (r *Reader) catchUp(ctx context.Context, mark int64) bool {
 // head of the queue short of its bounds (nothing found there, or fewer messages than asked) while
 // dispatch had not reached mark, it waits for dispatch (catchUp) and reads on from where res
 // ended, once, so that the Get holds every message acked before it arrived.
-func (r *Reader) seeAcked(ctx context.Context, mark int64, cq *consumequeue.ConsumeQueue, req GetRequest, f tagFilter, res GetResult) (GetResult, error) {
+func (r *Reader) seeAcked(ctx context.Context, mark ackPoint, cq *consumequeue.ConsumeQueue, req GetRequest, f tagFilter, res GetResult) (GetResult, error) {
+	if r.looked != nil {
+		r.looked()
+	}
 	room := req.MaxBytes
 	for i := range res.Messages {
 		room -= int(res.Messages[i].Size)
