@@ -1,0 +1,74 @@
+package api
+
+import (
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// TestMemberReleasesAQueueFencedBeforeItsRevocation: the engine fences a read of a queue it is
+// revoking, and its push of the revocation can reach the member after the read's reply. The
+// member must still release the queue (committing what it handled), not drop it: a queue dropped
+// without a release waits for the engine's rebalance timeout (30 s) before its next owner gets
+// it. The fake engine answers the first read with queue 1 FENCED, and pushes the revocation only
+// once the member has taken that reply (at its next read).
+func TestMemberReleasesAQueueFencedBeforeItsRevocation(t *testing.T) {
+	nc := runServer(t)
+	const api = "$RS.API.e.E"
+	assignment := func(gen int64, queues, revoke []AssignedQueue) []byte {
+		b, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: gen,
+			HeartbeatMs: 1000, SessionTimeoutMs: 3000, Queues: queues, Revoke: revoke})
+		return b
+	}
+	q0 := AssignedQueue{QueueID: 0, Epoch: 10, Offset: 0}
+	q1 := AssignedQueue{QueueID: 1, Epoch: 11, Offset: 0}
+	var notify atomic.Value
+	fake(t, nc, DefaultPrefix, EndpointGroupJoin, func(m *nats.Msg) {
+		var req JoinRequest
+		_ = json.Unmarshal(m.Data, &req)
+		notify.Store(req.Notify)
+		_ = m.Respond(assignment(1, []AssignedQueue{q0, q1}, nil))
+	})
+	revoked := assignment(2, []AssignedQueue{q0}, []AssignedQueue{q1})
+	fake(t, nc, api, EndpointGroupHeartbeat, func(m *nats.Msg) { _ = m.Respond(revoked) })
+	var reads atomic.Int64
+	fake(t, nc, api, EndpointRead, func(m *nats.Msg) {
+		switch reads.Add(1) {
+		case 1: // queue 0 at its end, queue 1 fenced: the engine is revoking it
+			body := []byte(ReadMagic)
+			body = AppendReadSection(body, ReadSection{QueueID: 0, Status: ReadOffsetOverflowOne})
+			body = AppendReadSection(body, ReadSection{QueueID: 1, Status: ReadFenced})
+			h := nats.Header{}
+			h.Set(HeaderReadStatus, "OK")
+			_ = m.RespondMsg(&nats.Msg{Header: h, Data: body})
+		case 2: // the member took the reply: now the revocation's push comes
+			_ = nc.Publish(notify.Load().(string), revoked)
+		}
+		// Later reads get no answer: the member waits for its read's timeout.
+	})
+	released := make(chan ReleaseRequest, 4)
+	fake(t, nc, api, EndpointGroupRelease, func(m *nats.Msg) {
+		var req ReleaseRequest
+		_ = json.Unmarshal(m.Data, &req)
+		released <- req
+		_ = m.Respond(assignment(3, []AssignedQueue{q0}, nil))
+	})
+
+	c := NewClient(nc, WithTimeout(5*time.Second))
+	mem, err := c.Join(testCtx(t), MemberConfig{Group: "g", Topic: "t", ManualCommit: true, Wait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Abandon()
+	select {
+	case req := <-released:
+		if len(req.Queues) != 1 || req.Queues[0] != (QueueOffset{QueueID: 1, Epoch: 11, Offset: 0}) {
+			t.Fatalf("released %+v, want queue 1 at epoch 11, offset 0", req.Queues)
+		}
+	case <-time.After(10 * time.Second): // heartbeats every second repeat the revocation
+		t.Fatalf("queue 1 was never released (reads: %d); the member holds %v", reads.Load(), mem.Queues())
+	}
+}
