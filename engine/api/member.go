@@ -247,14 +247,17 @@ func (m *Member) apply(a Assignment) {
 	s.timeout = time.Duration(cmp.Or(a.SessionTimeoutMs, 3000)) * time.Millisecond
 	s.heard = time.Now()
 	listed := make(map[int32]bool, len(a.Queues)+len(a.Revoke))
+	changed := false // the queues the session's reader reads: a heartbeat's same assignment keeps its read
 	for _, aq := range a.Queues {
 		listed[aq.QueueID] = true
 		if q := m.queues[aq.QueueID]; q != nil && q.s == s && q.epoch == aq.Epoch {
+			changed = changed || q.revoking || q.fenced
 			q.revoking, q.fenced = false, false // still, or again (a revocation the engine took back), the member's
 			continue
 		}
 		m.dropLocked(aq.QueueID)
 		m.queues[aq.QueueID] = &heldQueue{s: s, id: aq.QueueID, epoch: aq.Epoch, next: aq.Offset, handed: aq.Offset, handled: aq.Offset, commit: aq.Offset}
+		changed = true
 	}
 	for _, aq := range a.Revoke {
 		listed[aq.QueueID] = true
@@ -262,12 +265,17 @@ func (m *Member) apply(a Assignment) {
 			q.revoking = true
 			m.discardLocked(q)
 			m.signal(m.control)
+			changed = true
 		}
 	}
 	for id, q := range m.queues {
 		if q.s == s && !listed[id] {
 			m.dropLocked(id)
+			changed = true
 		}
+	}
+	if !changed {
+		return
 	}
 	m.kickLocked(s)
 	if m.cfg.OnAssign != nil {

@@ -1,5 +1,8 @@
 package api
 
+// Member tests against a fake engine (fake endpoints on a real nats-server): how the member
+// reads, releases and keeps its long polls, in orders a real engine makes rarely.
+
 import (
 	"encoding/json"
 	"sync/atomic"
@@ -70,5 +73,59 @@ func TestMemberReleasesAQueueFencedBeforeItsRevocation(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second): // heartbeats every second repeat the revocation
 		t.Fatalf("queue 1 was never released (reads: %d); the member holds %v", reads.Load(), mem.Queues())
+	}
+}
+
+// TestMemberKeepsItsLongPollAcrossHeartbeats: a heartbeat whose assignment changes nothing must
+// not cancel the member's read in flight. Each cancelled long poll is sent again (and the
+// engine still holds the first one's slot until its wait ends); a member at the end of its
+// queues whose polls are cancelled every heartbeat never sees one come back empty, so AtEnd
+// (engine consume --until-end) waited seconds past the end. The fake engine asks for heartbeats
+// every 20 ms and never answers a read: after its first read and 10 heartbeats, it must have sent no other.
+func TestMemberKeepsItsLongPollAcrossHeartbeats(t *testing.T) {
+	nc := runServer(t)
+	const api = "$RS.API.e.E"
+	a, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: 1,
+		HeartbeatMs: 20, SessionTimeoutMs: 3000, Queues: []AssignedQueue{{QueueID: 0, Epoch: 10}}})
+	fake(t, nc, DefaultPrefix, EndpointGroupJoin, func(m *nats.Msg) { _ = m.Respond(a) })
+	heartbeats := make(chan struct{}, 100)
+	fake(t, nc, api, EndpointGroupHeartbeat, func(m *nats.Msg) {
+		_ = m.Respond(a)
+		select {
+		case heartbeats <- struct{}{}:
+		default:
+		}
+	})
+	var reads atomic.Int64
+	firstRead := make(chan struct{})
+	fake(t, nc, api, EndpointRead, func(*nats.Msg) { // a long poll that does not end
+		if reads.Add(1) == 1 {
+			close(firstRead)
+		}
+	})
+
+	c := NewClient(nc, WithTimeout(5*time.Second))
+	mem, err := c.Join(testCtx(t), MemberConfig{Group: "g", Topic: "t", Wait: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Abandon()
+	select {
+	case <-firstRead:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the member sent no read")
+	}
+	for range len(heartbeats) {
+		<-heartbeats // those before the read
+	}
+	for i := range 10 {
+		select {
+		case <-heartbeats:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d heartbeats, want 10", i)
+		}
+	}
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("%d reads sent over 10 heartbeats that changed nothing, want 1", n)
 	}
 }
