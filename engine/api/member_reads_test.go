@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/internal/store/commitlog"
 )
 
 // TestMemberReleasesAQueueFencedBeforeItsRevocation: the engine fences a read of a queue it is
@@ -127,5 +129,46 @@ func TestMemberKeepsItsLongPollAcrossHeartbeats(t *testing.T) {
 	}
 	if n := reads.Load(); n != 1 {
 		t.Fatalf("%d reads sent over 10 heartbeats that changed nothing, want 1", n)
+	}
+}
+
+// TestMemberAtEndWithTheLastBatch: a read whose messages reach the queue's end (nextOffset at
+// maxOffset) shows the end: once they are handed out, AtEnd is true without another read (which
+// at the end is a long poll: engine consume --until-end waited out its 1 s).
+func TestMemberAtEndWithTheLastBatch(t *testing.T) {
+	nc := runServer(t)
+	const api = "$RS.API.e.E"
+	a, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: 1,
+		HeartbeatMs: 1000, SessionTimeoutMs: 3000, Queues: []AssignedQueue{{QueueID: 0, Epoch: 10}}})
+	fake(t, nc, DefaultPrefix, EndpointGroupJoin, func(m *nats.Msg) { _ = m.Respond(a) })
+	fake(t, nc, api, EndpointGroupHeartbeat, func(m *nats.Msg) { _ = m.Respond(a) })
+	rec, err := commitlog.AppendRecord(nil, &commitlog.Message{Topic: "t", Body: []byte("last")}, commitlog.EncodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reads atomic.Int64
+	fake(t, nc, api, EndpointRead, func(m *nats.Msg) {
+		if reads.Add(1) > 1 {
+			return // at the end: a long poll that does not end
+		}
+		body := AppendReadSection([]byte(ReadMagic), ReadSection{QueueID: 0, Status: ReadFound, NextOffset: 1, MaxOffset: 1,
+			Count: 1, Data: rec})
+		h := nats.Header{}
+		h.Set(HeaderReadStatus, "OK")
+		_ = m.RespondMsg(&nats.Msg{Header: h, Data: body})
+	})
+
+	c := NewClient(nc, WithTimeout(5*time.Second))
+	mem, err := c.Join(testCtx(t), MemberConfig{Group: "g", Topic: "t", Wait: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Abandon()
+	got, err := mem.Next(testCtx(t))
+	if err != nil || string(got.Body()) != "last" {
+		t.Fatalf("Next: %q, %v", got.Body(), err)
+	}
+	if !mem.AtEnd() {
+		t.Fatal("the queue was read to its end (nextOffset 1 = maxOffset 1) and its message handed out, but AtEnd is false")
 	}
 }

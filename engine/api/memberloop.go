@@ -333,7 +333,7 @@ func (m *Member) take(s *session, req ReadRequest, sections []ReadSection) int {
 		if sec.Status == ReadOffsetTooSmall || sec.Status == ReadOffsetOverflowBadly {
 			q.next = sec.NextOffset // retention removed it, or a reset moved it: go on from there
 		}
-		q.atEnd = sec.Count == 0 && q.next >= sec.MaxOffset
+		q.atEnd = q.next >= sec.MaxOffset // read to its end, as of this read (no need for an empty one)
 	}
 	if taken > 0 || m.err != nil {
 		m.signal(m.ready)
