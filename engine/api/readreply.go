@@ -83,6 +83,21 @@ func AppendReadSection(b []byte, s ReadSection) []byte {
 	return append(b, s.Data...)
 }
 
+// PutReadSectionHeader writes a section's fixed part into dst (ReadSectionHeader bytes, just
+// before its Data in a body made in place): as AppendReadSection, without copying Data.
+func PutReadSectionHeader(dst []byte, s ReadSection) {
+	binary.BigEndian.PutUint32(dst, uint32(s.QueueID))
+	dst[4] = byte(s.Status)
+	binary.BigEndian.PutUint64(dst[5:], uint64(s.NextOffset))
+	binary.BigEndian.PutUint64(dst[13:], uint64(s.MinOffset))
+	binary.BigEndian.PutUint64(dst[21:], uint64(s.MaxOffset))
+	binary.BigEndian.PutUint32(dst[29:], uint32(s.Count))
+	binary.BigEndian.PutUint32(dst[33:], uint32(len(s.Data)))
+}
+
+// ReadSectionHeader is the size of a section's fixed part.
+const ReadSectionHeader = readSectionHeader
+
 // ErrMalformedRead is wrapped by ParseReadReply's errors about the body.
 var ErrMalformedRead = errors.New("api: malformed batched read reply")
 

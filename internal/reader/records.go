@@ -29,6 +29,10 @@ type RecordsRequest struct {
 	Wait time.Duration
 	// UnknownIsEmpty reads a queue the store does not have as an empty one (GetRequest's).
 	UnknownIsEmpty bool
+	// Gap leaves this many bytes in the buffer before each queue's records (zeros, not part of
+	// QueueRecords.Records), for the caller to write its own header of the queue there: a
+	// reply made in the buffer the records are copied into, without a second copy.
+	Gap int
 }
 
 // QueueFrom is a queue of a RecordsRequest and the offset to read it from.
@@ -125,9 +129,12 @@ func allAtHead(out []QueueRecords, queues []QueueFrom) bool {
 // records is one pass of Records, without waiting.
 func (r *Reader) records(req RecordsRequest, f tagFilter, buf []byte) ([]QueueRecords, []byte, error) {
 	out := make([]QueueRecords, len(req.Queues))
+	starts, ends := make([]int, len(req.Queues)), make([]int, len(req.Queues))
 	left, leftBytes := req.Max, req.MaxBytes
 	for i, q := range req.Queues {
 		out[i] = QueueRecords{QueueID: q.QueueID, NextOffset: q.Offset}
+		buf = append(buf, make([]byte, req.Gap)...)
+		starts[i] = len(buf)
 		cq, err := r.queue(req.Topic, q.QueueID)
 		if err != nil && (!req.UnknownIsEmpty || !errors.Is(err, ErrUnknownQueue)) {
 			return nil, buf, err
@@ -138,28 +145,32 @@ func (r *Reader) records(req RecordsRequest, f tagFilter, buf []byte) ([]QueueRe
 		if left <= 0 || leftBytes <= 0 {
 			g.Max = 0 // nothing left: only the queue's status and bounds (collect takes no unit)
 		}
-		start, count := len(buf), 0
+		start, count := starts[i], 0
 		var res GetResult
 		err = r.getWith(cq, g, f, &res, func(v commitlog.View, _ int64, _ int) {
 			buf = append(buf, v.Bytes()...)
 			count++
 		})
 		out[i] = QueueRecords{QueueID: q.QueueID, Status: res.Status, NextOffset: res.NextOffset, MinOffset: res.MinOffset,
-			MaxOffset: res.MaxOffset, Count: count, Records: buf[start:len(buf):len(buf)],
+			MaxOffset: res.MaxOffset, Count: count,
 			// Too large only for a whole reply: with less left, the next read has room for it.
 			TooLarge: res.tooLarge && count == 0 && leftBytes == req.MaxBytes}
+		ends[i] = len(buf)
 		if err != nil {
+			cut(out[:i+1], starts, ends, buf)
 			return out, buf, err
 		}
 		left -= count
 		leftBytes -= len(buf) - start
 	}
-	// The pieces were cut while buf grew: cut them again from its final array.
-	at := len(buf)
-	for i := len(out) - 1; i >= 0; i-- {
-		n := len(out[i].Records)
-		at -= n
-		out[i].Records = buf[at : at+n : at+n]
-	}
+	cut(out, starts, ends, buf)
 	return out, buf, nil
+}
+
+// cut sets each queue's Records to its piece of buf ([starts[i], ends[i])), once buf is done
+// growing: from its final array.
+func cut(out []QueueRecords, starts, ends []int, buf []byte) {
+	for i := range out {
+		out[i].Records = buf[starts[i]:ends[i]:ends[i]]
+	}
 }

@@ -150,3 +150,32 @@ func TestRecordsLongPoll(t *testing.T) {
 		}
 	})
 }
+
+// TestRecordsGap: with a Gap, each queue's records follow that many zero bytes of the buffer,
+// after what the buffer held: the layout [prefix][gap][queue 0][gap][queue 1]..., each
+// QueueRecords.Records exactly its queue's records, as without the gap.
+func TestRecordsGap(t *testing.T) {
+	s := newTestStore(t, vfs.NewMem(), "/store", small)
+	for i := range 40 {
+		s.put(msg{queue: int32(i % 4), body: body(i)})
+	}
+	from := []QueueFrom{{0, 0}, {1, 3}, {2, 0}, {3, 9}}
+	plain, _, err := s.r.Records(context.Background(), RecordsRequest{Topic: "T", Queues: from, Max: 24}, nil)
+	noErr(t, err)
+	const gap = 37
+	prefix := []byte("RSR1")
+	out, buf, err := s.r.Records(context.Background(), RecordsRequest{Topic: "T", Queues: from, Max: 24, Gap: gap},
+		bytes.Clone(prefix))
+	noErr(t, err)
+	want := bytes.Clone(prefix)
+	for i, q := range out {
+		if q.Count != plain[i].Count || !bytes.Equal(q.Records, plain[i].Records) {
+			t.Fatalf("queue %d: %d records (%d bytes) with the gap, %d (%d bytes) without", q.QueueID, q.Count,
+				len(q.Records), plain[i].Count, len(plain[i].Records))
+		}
+		want = append(append(want, make([]byte, gap)...), plain[i].Records...)
+	}
+	if !bytes.Equal(buf, want) {
+		t.Fatalf("the buffer is not [prefix][gap][records]...: %d bytes, want %d", len(buf), len(want))
+	}
+}
