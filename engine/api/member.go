@@ -69,8 +69,12 @@ type Member struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by engine id
 	queues   map[int32]*heldQueue
-	buf      []delivery // read, not handed out, in order per queue
-	inFlight *delivery  // handed out by Next, not yet handled
+	// buf[head:] is what was read and not handed out, in order per queue: a queue whose head
+	// moves, so that handing out allocates nothing (take moves the rest to the front).
+	buf      []delivery
+	head     int
+	inFlight *delivery // handed out by Next, not yet handled: nil, or &flight
+	flight   delivery
 	closed   bool
 	err      error         // fatal: Next returns it
 	ready    chan struct{} // cap 1: a message arrived, or the member closed
@@ -147,8 +151,10 @@ func (c *Client) Join(ctx context.Context, cfg MemberConfig) (*Member, error) {
 func (m *Member) Buffered() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.buf)
+	return m.bufferedLocked()
 }
+
+func (m *Member) bufferedLocked() int { return len(m.buf) - m.head }
 
 // AtEnd says the member holds queues, every one read to its end (as of its last read), and has
 // nothing left to hand out: what a script draining a topic waits for. A message stored since
@@ -156,7 +162,7 @@ func (m *Member) Buffered() int {
 func (m *Member) AtEnd() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.buf) > 0 || len(m.queues) == 0 {
+	if m.bufferedLocked() > 0 || len(m.queues) == 0 {
 		return false
 	}
 	for _, q := range m.queues {
@@ -294,7 +300,8 @@ func (m *Member) dropLocked(id int32) {
 // discardLocked removes q's messages read ahead: they will not be handed out.
 func (m *Member) discardLocked(q *heldQueue) {
 	if q.buffered > 0 {
-		m.buf = slices.DeleteFunc(m.buf, func(d delivery) bool { return d.q == q })
+		kept := slices.DeleteFunc(m.buf[m.head:], func(d delivery) bool { return d.q == q })
+		m.buf = m.buf[:m.head+len(kept)]
 		q.buffered = 0
 	}
 	q.next = q.handed // what was read ahead is read again, if the queue stays
@@ -340,17 +347,20 @@ func (m *Member) Next(ctx context.Context) (Record, error) {
 			m.mu.Unlock()
 			return Record{}, err
 		}
-		if len(m.buf) > 0 {
-			d := m.buf[0]
-			m.buf[0] = delivery{}
-			m.buf = m.buf[1:]
+		if m.head < len(m.buf) {
+			d := m.buf[m.head]
+			m.buf[m.head] = delivery{}
+			if m.head++; m.head == len(m.buf) {
+				m.buf, m.head = m.buf[:0], 0
+			}
 			d.q.buffered--
 			if q := m.queues[d.q.id]; q != d.q || q.revoking || q.fenced {
 				continue // dropped or asked back since it was read
 			}
-			m.inFlight = &d
+			m.flight = d
+			m.inFlight = &m.flight
 			d.q.handed = d.off + 1
-			if len(m.buf) < m.cfg.Buffer/2 {
+			if m.bufferedLocked() < m.cfg.Buffer/2 {
 				m.signal(d.q.s.kick)
 			}
 			m.mu.Unlock()

@@ -209,7 +209,7 @@ func (m *Member) read(s *session) {
 			m.mu.Unlock()
 			return
 		}
-		room := m.cfg.Buffer - len(m.buf)
+		room := m.cfg.Buffer - m.bufferedLocked()
 		req := ReadRequest{Topic: m.cfg.Topic, Group: m.cfg.Group, MemberID: m.id, Max: min(m.cfg.MaxBatch, max(room, 0)),
 			MaxBytes: m.cfg.MaxBytes, WaitMs: m.cfg.Wait.Milliseconds()}
 		if room > 0 {
@@ -294,6 +294,11 @@ func (m *Member) pause(s *session) {
 func (m *Member) take(s *session, req ReadRequest, sections []ReadSection) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.head > 0 { // what is left to the front, so that appending reuses the array
+		n := copy(m.buf, m.buf[m.head:])
+		clear(m.buf[n:])
+		m.buf, m.head = m.buf[:n], 0
+	}
 	taken := 0
 	for i, sec := range sections {
 		if i >= len(req.Queues) || req.Queues[i].QueueID != sec.QueueID {
