@@ -172,3 +172,47 @@ func TestMemberAtEndWithTheLastBatch(t *testing.T) {
 		t.Fatal("the queue was read to its end (nextOffset 1 = maxOffset 1) and its message handed out, but AtEnd is false")
 	}
 }
+
+// TestMemberBacksOffSkippedLongPolls: a read whose long poll was skipped (every slot of the
+// engine's taken: Rs-Read-Wait-Skipped) and found nothing is asked again after a pause that
+// doubles while it goes on, up to the member's Wait: idle members beyond the engine's long-poll
+// slots would otherwise ask ten times a second each. The fake engine skips every poll; the gaps
+// between the member's reads must grow.
+func TestMemberBacksOffSkippedLongPolls(t *testing.T) {
+	nc := runServer(t)
+	const api = "$RS.API.e.E"
+	a, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: 1,
+		HeartbeatMs: 1000, SessionTimeoutMs: 3000, Queues: []AssignedQueue{{QueueID: 0, Epoch: 10}}})
+	fake(t, nc, DefaultPrefix, EndpointGroupJoin, func(m *nats.Msg) { _ = m.Respond(a) })
+	fake(t, nc, api, EndpointGroupHeartbeat, func(m *nats.Msg) { _ = m.Respond(a) })
+	reads := make(chan time.Time, 16)
+	fake(t, nc, api, EndpointRead, func(m *nats.Msg) {
+		select {
+		case reads <- time.Now():
+		default:
+		}
+		h := nats.Header{}
+		h.Set(HeaderReadStatus, "OK")
+		h.Set(HeaderReadWaitSkipped, "true")
+		_ = m.RespondMsg(&nats.Msg{Header: h, Data: AppendReadSection([]byte(ReadMagic), ReadSection{QueueID: 0, Status: ReadOffsetOverflowOne})})
+	})
+	c := NewClient(nc, WithTimeout(5*time.Second))
+	mem, err := c.Join(testCtx(t), MemberConfig{Group: "g", Topic: "t", Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Abandon()
+	var at []time.Time
+	for len(at) < 5 {
+		select {
+		case r := <-reads:
+			at = append(at, r)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d reads", len(at))
+		}
+	}
+	first, fourth := at[1].Sub(at[0]), at[4].Sub(at[3])
+	if fourth < 2*first || fourth < 4*skippedPause {
+		t.Fatalf("gaps between skipped reads: first %s, fourth %s: no back-off", first, fourth)
+	}
+}

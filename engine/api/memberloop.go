@@ -203,6 +203,7 @@ func (m *Member) releases() {
 // read is a session's reader: one batched read of every queue it holds at a time, long-polling
 // at the end of them, while the member's buffer has room.
 func (m *Member) read(s *session) {
+	skipped := 0 // reads in a row that found nothing and whose long poll was skipped
 	for {
 		m.mu.Lock()
 		if m.closed || s.gone {
@@ -273,14 +274,21 @@ func (m *Member) read(s *session) {
 		s.heard = time.Now()
 		m.mu.Unlock()
 		if n := m.take(s, req, sections); n == 0 && msg.Header.Get(HeaderReadWaitSkipped) != "" {
-			m.pause(s)
+			// No long-poll slot and nothing to read: pause, twice as long each time in a row,
+			// up to the wait a long poll would have had.
+			m.pauseFor(s, min(skippedPause<<min(skipped, 6), max(m.cfg.Wait, skippedPause)))
+			skipped++
+		} else {
+			skipped = 0
 		}
 	}
 }
 
 // pause waits a little before a session's next read, or less if its queues change.
-func (m *Member) pause(s *session) {
-	t := time.NewTimer(skippedPause)
+func (m *Member) pause(s *session) { m.pauseFor(s, skippedPause) }
+
+func (m *Member) pauseFor(s *session, d time.Duration) {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
