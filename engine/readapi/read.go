@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -164,8 +165,18 @@ func (s *Service) read(r api.ReadRequest, skipWait bool) (nats.Header, []byte, e
 	body := append((*readBodies.Get().(*[]byte))[:0], api.ReadMagic...)
 	if len(rr.Queues) > 0 {
 		rr.Gap = readSection // each queue's section header goes in the gap before its records
+		wait := rr.Wait
+		rr.Wait = 0
 		var err error
-		if found, body, err = s.e.Records(s.ctx, rr, body); err != nil {
+		found, body, err = s.e.Records(s.ctx, rr, body)
+		if err == nil && wait > 0 && !slices.ContainsFunc(found, func(f reader.QueueRecords) bool { return f.Count > 0 }) {
+			// Nothing now: the long poll waits with a small buffer of its own rather than a
+			// pooled MiB held for the whole wait by every poll (--max-long-polls of them).
+			recycleReadBody(body)
+			rr.Wait = wait
+			found, body, err = s.e.Records(s.ctx, rr, append(make([]byte, 0, 4<<10), api.ReadMagic...))
+		}
+		if err != nil {
 			recycleReadBody(body)
 			if s.ctx.Err() != nil {
 				return nil, nil, errShuttingDown
