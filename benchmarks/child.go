@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -95,6 +96,9 @@ func (w *lineWriter) send(v any) error {
 // re-execute their own binary. ctx should end on SIGTERM, which the parent sends at a run's
 // deadline.
 func ChildMain(ctx context.Context, role string, in io.Reader, out io.Writer, log zerolog.Logger) error {
+	if slices.Contains(G28Roles, role) {
+		return g28ChildMain(ctx, role, in, out, log) // issue 28's (issue28roles.go)
+	}
 	w := newLineWriter(out)
 	var err error
 	switch role {

@@ -52,6 +52,14 @@
 // (CheckGoals) and draws the charts (WriteCharts). Presets (presets.go) build the runs; a rough
 // model (estimate.go) sizes the slow targets' runs and tells how long an invocation takes.
 //
+// # Consumer groups
+//
+// Issue 28's preset (issue28*.go, `engine bench --preset issue28`) reads instead of ingesting,
+// and has an orchestration of its own: the engine as an `engine run` process, each member,
+// reader, publisher and peer a child of its own role (g28-*, JSON lines as above), members
+// killed with SIGKILL; its report states each figure against JetStream's pull consumer, the
+// storage-free responder or a plain NATS subscriber of the same invocation (README.md).
+//
 // # Extending
 //
 // A new target is a Scenario (scenario.go) registered from its own file; a new load is a Load;

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -22,7 +23,7 @@ import (
 // own target process and publisher process, both this binary re-executed with the hidden
 // --child flag.
 type benchCmd struct {
-	Preset        string        `help:"Runs to make: ${enum} (see benchmarks/README.md)." enum:"quick,issue3,issue8,issue18,issue19,full" default:"quick"`
+	Preset        string        `help:"Runs to make: ${enum} (see benchmarks/README.md)." enum:"quick,issue3,issue8,issue18,issue19,issue28,full" default:"quick"`
 	Out           string        `help:"Write results.csv, results.md, the charts (charts/*.svg, *.png) and the profiles into this directory." type:"path" placeholder:"DIR"`
 	CSV           string        `name:"csv" help:"Also write every figure of every run as CSV to this file." type:"path" placeholder:"FILE"`
 	Profile       bool          `help:"Write a pprof CPU profile of every run's target process (the measurement only) and of its publisher process into --out DIR/profiles."`
@@ -38,7 +39,11 @@ type benchCmd struct {
 	Keep          bool          `help:"Keep the runs' scratch directories (the stores) instead of removing them."`
 	ChildLogLevel string        `help:"Log level of the target and publisher processes." enum:"trace,debug,info,warn,error" default:"warn"`
 
-	Child string `hidden:"" help:"Run as a benchmark's child process (target or publish)." enum:",target,publish" default:""`
+	Rounds int    `help:"issue28: rounds of the throughput part (each reader warm and cold)." default:"3"`
+	Churn  int    `help:"issue28: clean leaves, then kill -9s, of the churn part." default:"20"`
+	Parts  string `help:"issue28: the parts to run, comma-separated: throughput, churn, tail, idle (default: all)." placeholder:"PARTS"`
+
+	Child string `hidden:"" help:"Run as a benchmark's child process (target, publish, or one of issue28's g28-* roles)." default:""`
 }
 
 func (b *benchCmd) Run(log zerolog.Logger) error {
@@ -49,6 +54,9 @@ func (b *benchCmd) Run(log zerolog.Logger) error {
 	}
 	if b.Profile && b.Out == "" {
 		return errors.New("--profile writes into the --out directory: give --out DIR")
+	}
+	if b.Preset == "issue28" {
+		return b.issue28(log)
 	}
 	popts := benchmarks.PresetOptions{
 		CommitLogSize: int64(b.CommitLogSize), Scale: b.Scale,
@@ -146,4 +154,33 @@ func writeFile(path string, write func(*os.File) error) error {
 		return err
 	}
 	return errors.Join(write(f), f.Close())
+}
+
+// issue28 runs issue 28's consumer-group benchmarks (benchmarks/issue28.go): their own
+// orchestration, with the engine as an `engine run` process.
+func (b *benchCmd) issue28(log zerolog.Logger) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	timeout := b.Timeout
+	if timeout == 0 {
+		timeout = time.Hour
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("the invocation's deadline (--timeout %s) passed", timeout))
+	defer cancel()
+	o := benchmarks.Issue28Options{Exe: exe, Dir: b.Dir, Out: b.Out, Scale: b.Scale, Rounds: b.Rounds, Churn: b.Churn,
+		Profile: b.Profile, Keep: b.Keep, Log: log, Progress: os.Stderr}
+	if b.Parts != "" {
+		o.Parts = strings.Split(b.Parts, ",")
+	}
+	if b.Only != "" {
+		if o.Only, err = regexp.Compile(b.Only); err != nil {
+			return fmt.Errorf("--only: %w", err)
+		}
+	}
+	rep := benchmarks.Issue28Report{Command: "engine " + strings.Join(os.Args[1:], " ")}
+	return benchmarks.Issue28(ctx, o, &rep, os.Stdout)
 }
