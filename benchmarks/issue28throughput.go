@@ -4,8 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/rocketstore/engine/engine/api"
 )
 
 // Issue 28's throughput: one topic of N messages (128 B bodies, 4 queues) in the engine's store
@@ -19,7 +26,10 @@ import (
 //   - pull and read: one process each, a client written from the docs alone, one goroutine and
 //     one request in flight per queue: pull (one NATS message per record, 4,096 per pull), and
 //     the batched read (1,024 records per reply, the member's default);
-//   - ceiling-pull, ceiling-read: the same two clients against the storage-free responder.
+//   - ceiling-pull, ceiling-read: the same two clients against the storage-free responder;
+//   - consume-4: four `engine consume --until-end --format raw` processes (the CLI, its bodies to
+//     /dev/null), from their start to the last one's exit; checked by the group's committed
+//     offsets (group.describe) at the queues' ends.
 //
 // Every reader runs warm (the store's files in the page cache) and cold (the page cache dropped
 // after its server started), each against a server process started for it alone, so that no run
@@ -36,10 +46,11 @@ const (
 	tpRead        = "read"
 	tpCeilingPull = "ceiling-pull"
 	tpCeilingRead = "ceiling-read"
+	tpConsume     = "consume-4"
 )
 
 // tpReaders in the order they run.
-var tpReaders = []string{tpGroup, tpJetStream, tpPull, tpRead, tpJetStream4, tpCeilingPull, tpCeilingRead}
+var tpReaders = []string{tpGroup, tpJetStream, tpPull, tpRead, tpJetStream4, tpCeilingPull, tpCeilingRead, tpConsume}
 
 // ThroughputRun is one reader reading the whole topic once.
 type ThroughputRun struct {
@@ -182,7 +193,7 @@ func (t *tpRunner) run(ctx context.Context, round int, cache, reader string) (r 
 	var serverPid int
 	var eng *g28Engine // when the server is an engine
 	switch reader {
-	case tpGroup, tpPull, tpRead:
+	case tpGroup, tpPull, tpRead, tpConsume:
 		e, err := startEngine(ctx, t.o.Exe, t.store, "--flush", "async")
 		if err != nil {
 			return fail(err)
@@ -209,6 +220,9 @@ func (t *tpRunner) run(ctx context.Context, round int, cache, reader string) (r 
 		}
 	}
 
+	if reader == tpConsume {
+		return t.consume(ctx, r, url, serverPid, fmt.Sprintf("cli-r%d-%s", round, cache))
+	}
 	role, procs := roleG28Reader, 1
 	cfgOf := func(i int) any { return nil }
 	tag := fmt.Sprintf("r%d-%s", round, cache)
@@ -328,4 +342,81 @@ func ends(offs map[int32]int64) []int64 {
 		}
 	}
 	return out
+}
+
+// consume runs four `engine consume` processes in a group until each is at the end of the
+// queues it holds, and checks the group's committed offsets against the queues' ends.
+func (t *tpRunner) consume(ctx context.Context, r ThroughputRun, url string, serverPid int, group string) ThroughputRun {
+	fail := func(err error) ThroughputRun {
+		r.Valid, r.Problem = false, err.Error()
+		return r
+	}
+	devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return fail(err)
+	}
+	defer devNull.Close()
+	before, err := readProcStat(serverPid)
+	if err != nil {
+		return fail(err)
+	}
+	r.Procs = 4
+	cmds := make([]*exec.Cmd, 4)
+	start := time.Now()
+	for i := range cmds {
+		cmds[i] = exec.CommandContext(ctx, t.o.Exe, "consume", "--nats", url, "--group", group, "--topic", tpTopic,
+			"--until-end", "--format", "raw", "--client-id", fmt.Sprintf("cli-%d", i))
+		cmds[i].Stdout, cmds[i].Stderr = devNull, t.o.Stderr
+		setParentDeathSignal(cmds[i])
+		if err := cmds[i].Start(); err != nil {
+			return fail(err)
+		}
+	}
+	var errs []error
+	for _, c := range cmds {
+		if err := c.Wait(); err != nil {
+			errs = append(errs, err)
+		}
+		if u, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			r.ReadersCPU += fromRusage(u).CPU()
+		}
+	}
+	r.Elapsed = time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return fail(err)
+	}
+	after, err := readProcStat(serverPid)
+	if err != nil {
+		return fail(err)
+	}
+	r.ServerCPU = after.CPU - before.CPU
+	committed, err := groupCommitted(url, group, tpTopic)
+	if err != nil {
+		return fail(err)
+	}
+	for _, q := range committed {
+		if q.Committed != q.MaxOffset {
+			return fail(fmt.Errorf("queue %d committed at %d, its end is %d", q.QueueID, q.Committed, q.MaxOffset))
+		}
+		r.Messages += q.MaxOffset - q.MinOffset
+	}
+	if r.Messages != t.sent.Count {
+		return fail(fmt.Errorf("the group committed %d messages of %d", r.Messages, t.sent.Count))
+	}
+	r.MsgsPerSec = float64(r.Messages) / r.Elapsed.Seconds()
+	return r
+}
+
+// groupCommitted asks the engine for a group's queues (group.describe).
+func groupCommitted(url, group, topic string) ([]api.GroupQueue, error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	st, err := api.NewClient(nc).GroupDescribe(context.Background(), group, topic)
+	if err != nil {
+		return nil, err
+	}
+	return st.Queues, nil
 }
