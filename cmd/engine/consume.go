@@ -110,19 +110,20 @@ func (c *consumeCmd) copy(ctx context.Context, m *api.Member, w *bufio.Writer, s
 	tty := isTTY(stderr)
 	var n int64
 	last := time.Now()
+	next := ctx
+	if c.UntilEnd {
+		// A watcher ends the wait for messages once every queue held is read to its end, rather
+		// than a timeout on every Next: a context with a timer per message was a third of the
+		// command's CPU.
+		var atEnd context.CancelFunc
+		next, atEnd = context.WithCancel(ctx)
+		defer atEnd()
+		go watchEnd(next, m, atEnd)
+	}
 	for c.Count == 0 || n < c.Count {
-		next := ctx
-		var cancel context.CancelFunc = func() {}
-		if c.UntilEnd {
-			if m.AtEnd() {
-				break
-			}
-			next, cancel = context.WithTimeout(ctx, 100*time.Millisecond) // to look at AtEnd again
-		}
 		rec, err := m.Next(next)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			continue
+		if err != nil && next.Err() != nil && ctx.Err() == nil {
+			break // at the end (what was handed out is written and committed: Next asks only then)
 		}
 		if err != nil {
 			return n, err
@@ -169,4 +170,25 @@ func explainJoin(url string, err error) error {
 		return fmt.Errorf("no engine answers at %s (is it running with the read API on?)", url)
 	}
 	return err
+}
+
+// endPoll is how often --until-end looks whether the member is at the end.
+const endPoll = 25 * time.Millisecond
+
+// watchEnd calls atEnd once the member has read every queue it holds to its end and has nothing
+// left to hand out, or ctx ends.
+func watchEnd(ctx context.Context, m *api.Member, atEnd context.CancelFunc) {
+	t := time.NewTicker(endPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if m.AtEnd() {
+				atEnd()
+				return
+			}
+		}
+	}
 }
