@@ -87,6 +87,30 @@ func TestChurnSums(t *testing.T) {
 	}
 }
 
+// TestChurnSumsKillDuringCatchUp: b is killed with [10, 20) past its commit; c takes the queue
+// at 10, catches up to 30 and is killed before its first commit; d handles [10, 40). Offsets
+// 10-19 are handled three times: each extra within a window; each kill's window counts its own
+// offsets handled again: b's 10, c's 20.
+func TestChurnSumsKillDuringCatchUp(t *testing.T) {
+	st := newChurnState()
+	add := func(name string, committed int64, rg g28Range) {
+		st.members[name] = &churnMember{name: name, handled: map[int32][]g28Range{0: {rg}}, maxDone: map[int32]int64{0: rg.To},
+			committed: map[int32]int64{0: committed}}
+	}
+	add("b", 10, g28Range{0, 0, 20})
+	add("c", 0, g28Range{0, 10, 30})
+	add("d", 40, g28Range{0, 10, 40})
+	rep := &ChurnReport{Kills: []ChurnEvent{{Member: "b", Queues: []int32{0}}, {Member: "c", Queues: []int32{0}}}}
+	c := &churnRunner{st: st, rep: rep}
+	c.sums(map[int32]int64{0: 40}, map[string]map[int32][]g28Range{})
+	if rep.DupKill != 30 || rep.DupOutside != 0 || rep.Missing != 0 {
+		t.Fatalf("duplicates in windows %d, outside %d, missing %d; want 30, 0, 0", rep.DupKill, rep.DupOutside, rep.Missing)
+	}
+	if b, c := rep.Kills[0], rep.Kills[1]; b.Window != 10 || b.Dups != 10 || c.Window != 20 || c.Dups != 20 {
+		t.Fatalf("b: window %d, duplicates %d; c: %d, %d; want 10, 10 and 20, 20", b.Window, b.Dups, c.Window, c.Dups)
+	}
+}
+
 // TestQuantile: nearest rank: the p99 of 20 samples is the largest, the p50 the 10th.
 func TestQuantile(t *testing.T) {
 	var xs []time.Duration

@@ -568,6 +568,15 @@ func (c *churnRunner) sums(ends map[int32]int64, clean map[string]map[int32][]g2
 				r.Missing++
 			}
 		}
+		// Each kill's: the offsets of its window handled again (an offset in the windows of two
+		// kills, a member killed while it caught up on another's, counts for both).
+		for _, w := range windows[q] {
+			for off := w.from; off < min(w.to, end); off++ {
+				if n[off] > 1 {
+					r.Kills[w.kill].Dups++
+				}
+			}
+		}
 		// The clean phase's duplicates, from its snapshot.
 		cleanN := counts(clean, q, end)
 		for _, k := range cleanN {
@@ -584,7 +593,6 @@ func (c *churnRunner) sums(ends map[int32]int64, clean map[string]map[int32][]g2
 			for _, w := range windows[q] {
 				if int64(off) >= w.from && int64(off) < w.to {
 					in = true
-					r.Kills[w.kill].Dups += extra
 					break
 				}
 			}
