@@ -267,7 +267,19 @@ func (m *Member) apply(a Assignment) {
 	}
 	for _, aq := range a.Revoke {
 		listed[aq.QueueID] = true
-		if q := m.queues[aq.QueueID]; q != nil && q.s == s && q.epoch == aq.Epoch && !q.revoking {
+		q := m.queues[aq.QueueID]
+		switch {
+		case q == nil || q.s != s || q.epoch != aq.Epoch:
+			// Asked back a hold the member never saw given: the push that gave it crossed the
+			// one that asks it back and came second, so it was stale. Nothing of it was handed
+			// out; it is released where the group stands, or the engine waits its rebalance
+			// timeout for it (every heartbeat repeats the revocation, none the grant).
+			m.dropLocked(aq.QueueID)
+			m.queues[aq.QueueID] = &heldQueue{s: s, id: aq.QueueID, epoch: aq.Epoch, next: aq.Offset, handed: aq.Offset,
+				handled: aq.Offset, commit: aq.Offset, revoking: true}
+			m.signal(m.control)
+			changed = true
+		case !q.revoking:
 			q.revoking = true
 			m.discardLocked(q)
 			m.signal(m.control)

@@ -216,3 +216,52 @@ func TestMemberBacksOffSkippedLongPolls(t *testing.T) {
 		t.Fatalf("gaps between skipped reads: first %s, fourth %s: no back-off", first, fourth)
 	}
 }
+
+// TestMemberReleasesAQueueAskedBackBeforeItWasGiven: the engine's pushes of two rebalances can
+// reach a member out of order: the one that gives it a queue after the one that asks it back
+// (then stale, and dropped). Every heartbeat repeats the revocation and none the grant, so a
+// member that releases only what it holds never releases it, and the engine waits its
+// rebalance timeout (30 s; seen in TestClusterExampleGroup) before the queue's next owner gets
+// it. The fake engine's join gives queue 0, and its heartbeats ask back queue 1 at epoch 11,
+// which the member was never given: it must release it at the offset the engine names.
+func TestMemberReleasesAQueueAskedBackBeforeItWasGiven(t *testing.T) {
+	nc := runServer(t)
+	const api = "$RS.API.e.E"
+	assignment := func(gen int64, queues, revoke []AssignedQueue) []byte {
+		b, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: gen,
+			HeartbeatMs: 20, SessionTimeoutMs: 3000, Queues: queues, Revoke: revoke})
+		return b
+	}
+	q0 := AssignedQueue{QueueID: 0, Epoch: 10, Offset: 0}
+	q1 := AssignedQueue{QueueID: 1, Epoch: 11, Offset: 7}
+	fake(t, nc, DefaultPrefix, EndpointGroupJoin, func(m *nats.Msg) { _ = m.Respond(assignment(1, []AssignedQueue{q0}, nil)) })
+	fake(t, nc, api, EndpointGroupHeartbeat, func(m *nats.Msg) {
+		_ = m.Respond(assignment(3, []AssignedQueue{q0}, []AssignedQueue{q1}))
+	})
+	fake(t, nc, api, EndpointRead, func(*nats.Msg) {}) // a long poll that does not end
+	released := make(chan ReleaseRequest, 4)
+	fake(t, nc, api, EndpointGroupRelease, func(m *nats.Msg) {
+		var req ReleaseRequest
+		_ = json.Unmarshal(m.Data, &req)
+		select {
+		case released <- req:
+		default:
+		}
+		_ = m.Respond(assignment(4, []AssignedQueue{q0}, nil))
+	})
+
+	c := NewClient(nc, WithTimeout(5*time.Second))
+	mem, err := c.Join(testCtx(t), MemberConfig{Group: "g", Topic: "t", Wait: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Abandon()
+	select {
+	case req := <-released:
+		if len(req.Queues) != 1 || req.Queues[0] != (QueueOffset{QueueID: 1, Epoch: 11, Offset: 7}) {
+			t.Fatalf("released %+v, want queue 1 at epoch 11, offset 7", req.Queues)
+		}
+	case <-time.After(10 * time.Second): // heartbeats every 20 ms repeat the revocation
+		t.Fatalf("queue 1, asked back, was never released; the member holds %v", mem.Queues())
+	}
+}
