@@ -389,7 +389,11 @@ func consoleActions(t *testing.T, browser context.Context, shots string) {
 		// Delete, confirmed.
 		b.do(t, chromedp.Click(chromedp.ID("delete-button")))
 		b.wait(t, `document.querySelector('#confirm').open`, "the confirmation")
-		b.do(t, chromedp.SendKeys(chromedp.ID("confirm-input"), "billing"), chromedp.Click(chromedp.ID("confirm-ok")))
+		b.do(t, chromedp.SendKeys(chromedp.ID("confirm-input"), "billing"))
+		// A click before the page has taken the name hits a disabled button (seen in CI: the
+		// deletion never came): wait for the button, as a person would.
+		b.wait(t, `!document.querySelector('#confirm-ok').disabled`, "the button on once the name is typed")
+		b.do(t, chromedp.Click(chromedp.ID("confirm-ok")))
 		b.wait(t, `document.querySelector('#action-result') && document.querySelector('#action-result').textContent === 'Deleted.'`, "the deletion")
 		if code, body := admin.call(http.MethodGet, "/console/api/group?topic=orders_eu&group=billing", "", nil); code != http.StatusNotFound {
 			t.Fatalf("the group after its deletion: %d %s", code, body)
