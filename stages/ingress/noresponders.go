@@ -30,7 +30,17 @@ func (in *Ingress) answerUnserved(m *nats.Msg) {
 	if m.Reply == "" || in.cfg.Interest == nil || in.cfg.NoReply {
 		return
 	}
-	if in.cfg.Interest(m.Subject) > in.ownInterest(m.Subject) {
+	n := in.cfg.Interest(m.Subject)
+	if in.ending.Load() {
+		// Stopping: the drain takes ingress's interest off the server while its subscriptions
+		// are still valid here, so n may count another receiver (the read API, which answers a
+		// long poll 503 as it stops) and not ingress. ending is set before the drain starts,
+		// so n, counted before this check found it unset, included ingress's own. What ingress
+		// handles while stopping was routed before, perhaps to that one too: stay silent. A
+		// request routed from then on gets the server's own no-responders.
+		return
+	}
+	if n > in.ownInterest(m.Subject) {
 		return // another subscriber receives it: its answer, not ours
 	}
 	reply := &nats.Msg{Subject: m.Reply, Header: nats.Header{"Status": []string{statusNoResponders}}}

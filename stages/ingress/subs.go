@@ -247,6 +247,7 @@ func (in *Ingress) watchSlow(sub *nats.Subscription) {
 // subscriptions are unsubscribed instead.
 func (c *coreSource) stop(ctx context.Context, cancel context.CancelFunc) {
 	in := c.in
+	in.ending.Store(true) // before the drain: answerUnserved counts on it
 	subs := in.subscriptions()
 	for _, s := range subs {
 		s.readDropped() // Dropped cannot be read once the subscription is closed
