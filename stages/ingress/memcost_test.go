@@ -144,7 +144,10 @@ func TestHeldFireAndForgetWithinPendingBytes(t *testing.T) {
 	if held == 0 {
 		t.Fatal("nothing held: the flood did not reach the bound")
 	}
-	if held*real > pendingBytes+workers*real {
+	// real is a heap measurement, noisy under -race and a loaded machine (11.9-12.4 KB seen
+	// in CI for the 10.8 KB counted): a quarter over the bound is let pass; counting without
+	// the headers held 1,875 of them, 43 times the bound.
+	if held*real > (pendingBytes+workers*real)*5/4 {
 		t.Fatalf("ingress holds %d messages of %d B: %d B, past --pending-bytes %d", held, real, held*real, pendingBytes)
 	}
 	h.openGate()
