@@ -246,7 +246,7 @@ func TestSessionTimeoutAndRedelivery(t *testing.T) {
 		if err := h.c.AuthorizeRead(key, "a", q.QueueID, q.Epoch); err != nil {
 			t.Fatal(err)
 		}
-		h.c.Served(key, "a", q.QueueID, q.Epoch, seq(0, 30), 30)
+		h.c.Served(key, "a", q.QueueID, q.Epoch, slices.Values(seq(0, 30)), 30)
 		if err := h.c.Commit(key, "a", QueueCommit{QueueID: q.QueueID, Epoch: q.Epoch, Offset: 10}); err != nil {
 			t.Fatal(err)
 		}
@@ -270,11 +270,13 @@ func TestSessionTimeoutAndRedelivery(t *testing.T) {
 		if nq.Offset != 10 {
 			t.Fatalf("b starts at %d, want a's commit 10", nq.Offset)
 		}
-		h.c.Served(key, "b", nq.QueueID, nq.Epoch, seq(10, 25), 25)
-		h.c.Served(key, "b", nq.QueueID, nq.Epoch, seq(25, 40), 40)
+		h.c.Served(key, "b", nq.QueueID, nq.Epoch, slices.Values(seq(10, 25)), 25)
+		h.c.Served(key, "b", nq.QueueID, nq.Epoch, slices.Values(seq(25, 40)), 40)
 		if st := h.c.Stats(); st.Redelivered != 20 || st.Expired != 1 {
 			t.Fatalf("stats %+v: want 20 redelivered (offsets 10-29), 1 expired", st)
 		}
+		// Past them, a read's offsets are not walked: nothing is left to count.
+		h.c.Served(key, "b", nq.QueueID, nq.Epoch, func(func(int64) bool) { t.Error("offsets walked past the redelivered ones") }, 50)
 	})
 }
 

@@ -1,6 +1,9 @@
 package groups
 
-import "fmt"
+import (
+	"fmt"
+	"iter"
+)
 
 // What a member's read may hand out: fencing at its start (AuthorizeRead) and again when it
 // answers (StillReads, Served), and the count of messages redelivered as the new owner of a
@@ -48,9 +51,10 @@ func (c *Coordinator) readableLocked(key Key, memberID string, queueID int32, ep
 
 // Served records that the owner of a queue is handed the messages at offsets (ascending) of a
 // read that went on to next, and counts those an earlier owner was handed and never committed
-// (a redelivery). It returns false, recording nothing, when the member may no longer be handed
+// (a redelivery). offsets is iterated only while the queue has such messages left: a read's
+// records are not walked again for nothing. It returns false, recording nothing, when the member may no longer be handed
 // them (StillReads): the read answers FENCED instead.
-func (c *Coordinator) Served(key Key, memberID string, queueID int32, epoch int64, offsets []int64, next int64) bool {
+func (c *Coordinator) Served(key Key, memberID string, queueID int32, epoch int64, offsets iter.Seq[int64], next int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := c.readableLocked(key, memberID, queueID, epoch)
@@ -60,7 +64,7 @@ func (c *Coordinator) Served(key Key, memberID string, queueID int32, epoch int6
 	g := c.groups[key]
 	if q.redeliverTo > q.redeliverFrom {
 		var n int64
-		for _, off := range offsets {
+		for off := range offsets {
 			if off >= q.redeliverFrom && off < q.redeliverTo {
 				n++
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strconv"
 	"sync"
@@ -228,17 +229,20 @@ func (s *Service) read(r api.ReadRequest, skipWait bool) (nats.Header, []byte, e
 	return h, body, nil
 }
 
-// recordOffsets are the queue offsets of count records back to back.
-func recordOffsets(b []byte, count int) []int64 {
-	out := make([]int64, 0, count)
-	for range count {
-		if len(b) < commitlog.PosQueueOffset+8 {
-			break
+// recordOffsets iterates the queue offsets of count records back to back (read only when the
+// coordinator asks: while a queue has messages to count as redelivered).
+func recordOffsets(b []byte, count int) iter.Seq[int64] {
+	return func(yield func(int64) bool) {
+		for range count {
+			if len(b) < commitlog.PosQueueOffset+8 {
+				return
+			}
+			if !yield(int64(binary.BigEndian.Uint64(b[commitlog.PosQueueOffset:]))) {
+				return
+			}
+			b = b[min(int(binary.BigEndian.Uint32(b)), len(b)):]
 		}
-		out = append(out, int64(binary.BigEndian.Uint64(b[commitlog.PosQueueOffset:])))
-		b = b[min(int(binary.BigEndian.Uint32(b)), len(b)):]
 	}
-	return out
 }
 
 // respondRead sends a read's reply, or its error: headers Rs-Read-Status ERROR, Rs-Error-Code
