@@ -71,16 +71,19 @@ type Member struct {
 	queues   map[int32]*heldQueue
 	// buf[head:] is what was read and not handed out, in order per queue: a queue whose head
 	// moves, so that handing out allocates nothing (take moves the rest to the front).
-	buf      []delivery
-	head     int
-	inFlight *delivery // handed out by Next, not yet handled: nil, or &flight
-	flight   delivery
-	closed   bool
-	err      error         // fatal: Next returns it
-	ready    chan struct{} // cap 1: a message arrived, or the member closed
-	control  chan struct{} // cap 1: the control loop has work (a release, a rejoin)
-	rejoin   bool          // every session must be found again (no responders, an unknown member)
-	beatNow  bool          // heartbeat at once: a read was fenced
+	buf  []delivery
+	head int
+	// inFlight is the queue of the message Next handed out last and that is not yet handled
+	// (nil: none), flightOff its offset. Not a delivery: copying one (three pointers) into the
+	// Member cost a write barrier per message while the collector runs.
+	inFlight  *heldQueue
+	flightOff int64
+	closed    bool
+	err       error         // fatal: Next returns it
+	ready     chan struct{} // cap 1: a message arrived, or the member closed
+	control   chan struct{} // cap 1: the control loop has work (a release, a rejoin)
+	rejoin    bool          // every session must be found again (no responders, an unknown member)
+	beatNow   bool          // heartbeat at once: a read was fenced
 }
 
 // session is the member's session with one engine.
@@ -322,7 +325,7 @@ func (m *Member) discardLocked(q *heldQueue) {
 // positionLocked is where q's group goes on from: past every message handled, and past those
 // its filter passed over when nothing of it is read ahead or in flight.
 func (m *Member) positionLocked(q *heldQueue) int64 {
-	if q.buffered == 0 && (m.inFlight == nil || m.inFlight.q != q) {
+	if q.buffered == 0 && m.inFlight != q {
 		return max(q.next, q.handled)
 	}
 	return q.handled
@@ -360,23 +363,25 @@ func (m *Member) Next(ctx context.Context) (Record, error) {
 			return Record{}, err
 		}
 		if m.head < len(m.buf) {
-			d := m.buf[m.head]
-			m.buf[m.head] = delivery{}
+			d := &m.buf[m.head]
+			dq, off, rec := d.q, d.off, d.rec
 			if m.head++; m.head == len(m.buf) {
+				// Cleared all at once (not one by one as handed out, a write barrier each
+				// while the collector runs), so that the replies they point into can go.
+				clear(m.buf)
 				m.buf, m.head = m.buf[:0], 0
 			}
-			d.q.buffered--
-			if q := m.queues[d.q.id]; q != d.q || q.revoking || q.fenced {
+			dq.buffered--
+			if q := m.queues[dq.id]; q != dq || q.revoking || q.fenced {
 				continue // dropped or asked back since it was read
 			}
-			m.flight = d
-			m.inFlight = &m.flight
-			d.q.handed = d.off + 1
+			m.inFlight, m.flightOff = dq, off
+			dq.handed = off + 1
 			if m.bufferedLocked() < m.cfg.Buffer/2 {
-				m.signal(d.q.s.kick)
+				m.signal(dq.s.kick)
 			}
 			m.mu.Unlock()
-			return d.rec, nil
+			return rec, nil
 		}
 		m.mu.Unlock()
 		select {
@@ -390,13 +395,13 @@ func (m *Member) Next(ctx context.Context) (Record, error) {
 
 // handledLocked marks the message in flight as handled; a release it held back may go now.
 func (m *Member) handledLocked() {
-	d := m.inFlight
-	if d == nil {
+	q := m.inFlight
+	if q == nil {
 		return
 	}
 	m.inFlight = nil
-	d.q.handled = max(d.q.handled, d.off+1)
-	if d.q.revoking {
+	q.handled = max(q.handled, m.flightOff+1)
+	if q.revoking {
 		m.signal(m.control)
 	}
 }

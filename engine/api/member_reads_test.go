@@ -265,3 +265,55 @@ func TestMemberReleasesAQueueAskedBackBeforeItWasGiven(t *testing.T) {
 		t.Fatalf("queue 1, asked back, was never released; the member holds %v", mem.Queues())
 	}
 }
+
+// TestMemberLetsGoOfHandedOutReplies: once Next has handed out every message read ahead, the
+// member's buffer points into no reply any more (its entries are cleared all at once, not one by
+// one), so a reply is garbage once its messages are handled. Here three messages of one reply
+// are handed out, then the buffer is looked at.
+func TestMemberLetsGoOfHandedOutReplies(t *testing.T) {
+	nc := runServer(t)
+	const api = "$RS.API.e.E"
+	a, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: 1,
+		HeartbeatMs: 1000, SessionTimeoutMs: 3000, Queues: []AssignedQueue{{QueueID: 0, Epoch: 10}}})
+	fake(t, nc, DefaultPrefix, EndpointGroupJoin, func(m *nats.Msg) { _ = m.Respond(a) })
+	fake(t, nc, api, EndpointGroupHeartbeat, func(m *nats.Msg) { _ = m.Respond(a) })
+	var recs []byte
+	for i := range 3 {
+		var err error
+		recs, err = commitlog.AppendRecord(recs, &commitlog.Message{Topic: "t", QueueID: 0, Body: []byte{byte('a' + i)}}, commitlog.EncodeOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var reads atomic.Int64
+	fake(t, nc, api, EndpointRead, func(m *nats.Msg) {
+		if reads.Add(1) > 1 {
+			return // a long poll that does not end
+		}
+		body := AppendReadSection([]byte(ReadMagic), ReadSection{QueueID: 0, Status: ReadFound, NextOffset: 3, MaxOffset: 3,
+			Count: 3, Data: recs})
+		h := nats.Header{}
+		h.Set(HeaderReadStatus, "OK")
+		_ = m.RespondMsg(&nats.Msg{Header: h, Data: body})
+	})
+
+	c := NewClient(nc, WithTimeout(5*time.Second))
+	mem, err := c.Join(testCtx(t), MemberConfig{Group: "g", Topic: "t", ManualCommit: true, Wait: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Abandon()
+	for i := range 3 {
+		got, err := mem.Next(testCtx(t))
+		if err != nil || string(got.Body()) != string(rune('a'+i)) {
+			t.Fatalf("Next %d: %q, %v", i, got.Body(), err)
+		}
+	}
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	for i, d := range mem.buf[:cap(mem.buf)] {
+		if d.q != nil || d.rec.Bytes() != nil || d.off != 0 {
+			t.Fatalf("buffer entry %d of %d still points into a reply after every message was handed out: %+v", i, cap(mem.buf), d)
+		}
+	}
+}

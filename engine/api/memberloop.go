@@ -176,7 +176,7 @@ func (m *Member) releases() {
 	m.mu.Lock()
 	todo := map[*session][]QueueOffset{}
 	for _, q := range m.queues {
-		if q.revoking && (m.inFlight == nil || m.inFlight.q != q) {
+		if q.revoking && m.inFlight != q {
 			todo[q.s] = append(todo[q.s], QueueOffset{QueueID: q.id, Epoch: q.epoch, Offset: m.positionLocked(q)})
 		}
 	}
