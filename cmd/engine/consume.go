@@ -34,7 +34,7 @@ type consumeCmd struct {
 	Count    int64  `placeholder:"N" help:"Stop after N messages (0: no limit)."`
 	UntilEnd bool   `name:"until-end" help:"Stop once every queue held is read to its end: drain a topic."`
 	ClientID string `name:"client-id" placeholder:"NAME" help:"The member's name in engine groups describe (default: host and process id)."`
-	Batch    int    `placeholder:"N" help:"Messages per batched read (default 1024)."`
+	Batch    int    `placeholder:"N" help:"Messages per batched read (default 2048, api.DefaultMemberMaxBatch)."`
 }
 
 func (c *consumeCmd) name() string { return "consume" }

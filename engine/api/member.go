@@ -27,6 +27,12 @@ import (
 const (
 	DefaultAutoCommitInterval = time.Second
 	DefaultMemberWait         = time.Second
+	// DefaultMemberMaxBatch is the messages a member asks for in each batched read: twice a
+	// read's own default (DefaultReadMax), since each reply costs the engine, NATS and the
+	// member a round of wake-ups and bookkeeping whatever it carries (4 members reading a
+	// topic of 128 B bodies: about 5 % less CPU a message than at 1,024; at 8,192 more, the
+	// replies past what the caches hold).
+	DefaultMemberMaxBatch = 2 * DefaultReadMax
 )
 
 // ErrMemberClosed is returned by Next and Commit after Close.
@@ -45,8 +51,10 @@ type MemberConfig struct {
 	// handled is committed every AutoCommitInterval (DefaultAutoCommitInterval).
 	ManualCommit       bool
 	AutoCommitInterval time.Duration
-	// MaxBatch and MaxBytes bound each batched read (DefaultReadMax, DefaultReadMaxBytes);
-	// Buffer bounds the messages read ahead of Next (2 x MaxBatch).
+	// MaxBatch and MaxBytes bound each batched read (DefaultMemberMaxBatch,
+	// DefaultReadMaxBytes; the engine lowers MaxBytes to what fits in a reply); Buffer bounds
+	// the messages read ahead of Next (2 x MaxBatch): after a kill -9 the engine counts as
+	// redelivered what was read ahead, handed out or not.
 	MaxBatch, MaxBytes, Buffer int
 	// Wait is the long poll of a read at the end of every queue (DefaultMemberWait).
 	Wait time.Duration
@@ -129,7 +137,7 @@ type delivery struct {
 // filter than the group's: 409; too many members: 429; a malformed name: 400) is returned as an
 // *Error.
 func (c *Client) Join(ctx context.Context, cfg MemberConfig) (*Member, error) {
-	cfg.MaxBatch = min(cmp.Or(cfg.MaxBatch, DefaultReadMax), MaxReadMax)
+	cfg.MaxBatch = min(cmp.Or(cfg.MaxBatch, DefaultMemberMaxBatch), MaxReadMax)
 	cfg.MaxBytes = cmp.Or(cfg.MaxBytes, DefaultReadMaxBytes)
 	cfg.Buffer = cmp.Or(cfg.Buffer, 2*cfg.MaxBatch)
 	cfg.Wait = cmp.Or(cfg.Wait, DefaultMemberWait)

@@ -317,3 +317,39 @@ func TestMemberLetsGoOfHandedOutReplies(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberAsksForItsDefaultBatch: a member asks for DefaultMemberMaxBatch (2,048) messages a
+// read unless told otherwise, twice a read's own default: a reply costs the same rounds of
+// wake-ups whatever it carries.
+func TestMemberAsksForItsDefaultBatch(t *testing.T) {
+	for _, tc := range []struct{ batch, want int }{{0, 2048}, {100, 100}, {1 << 20, MaxReadMax}} {
+		nc := runServer(t)
+		const api = "$RS.API.e.E"
+		a, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: 1,
+			HeartbeatMs: 1000, SessionTimeoutMs: 3000, Queues: []AssignedQueue{{QueueID: 0, Epoch: 10}}})
+		fake(t, nc, DefaultPrefix, EndpointGroupJoin, func(m *nats.Msg) { _ = m.Respond(a) })
+		fake(t, nc, api, EndpointGroupHeartbeat, func(m *nats.Msg) { _ = m.Respond(a) })
+		asked := make(chan ReadRequest, 1)
+		fake(t, nc, api, EndpointRead, func(m *nats.Msg) {
+			var req ReadRequest
+			_ = json.Unmarshal(m.Data, &req)
+			select {
+			case asked <- req:
+			default:
+			}
+		})
+		mem, err := NewClient(nc, WithTimeout(5*time.Second)).Join(testCtx(t), MemberConfig{Group: "g", Topic: "t", MaxBatch: tc.batch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case req := <-asked:
+			if req.Max != tc.want {
+				t.Errorf("MaxBatch %d: the member asked for %d messages, want %d", tc.batch, req.Max, tc.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("MaxBatch %d: no read", tc.batch)
+		}
+		mem.Abandon()
+	}
+}
