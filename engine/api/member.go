@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -81,6 +82,7 @@ type Member struct {
 	// moves, so that handing out allocates nothing (take moves the rest to the front).
 	buf  []delivery
 	head int
+	nbuf atomic.Int64 // bufferedLocked, for Buffered
 	// inFlight is the queue of the message Next handed out last and that is not yet handled
 	// (nil: none), flightOff its offset. Not a delivery: copying one (three pointers) into the
 	// Member cost a write barrier per message while the collector runs.
@@ -158,14 +160,14 @@ func (c *Client) Join(ctx context.Context, cfg MemberConfig) (*Member, error) {
 	return m, nil
 }
 
-// Buffered is how many messages Next can hand out without waiting.
-func (m *Member) Buffered() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.bufferedLocked()
-}
+// Buffered is how many messages Next can hand out without waiting. It takes no lock (a loop
+// that asks it before each Next, as engine consume's, paid a second lock a message).
+func (m *Member) Buffered() int { return int(m.nbuf.Load()) }
 
 func (m *Member) bufferedLocked() int { return len(m.buf) - m.head }
+
+// counted publishes bufferedLocked to Buffered: after every change of buf or head.
+func (m *Member) counted() { m.nbuf.Store(int64(m.bufferedLocked())) }
 
 // AtEnd says the member holds queues, every one read to its end (as of its last read), and has
 // nothing left to hand out: what a script draining a topic waits for. A message stored since
@@ -326,6 +328,7 @@ func (m *Member) discardLocked(q *heldQueue) {
 		kept := slices.DeleteFunc(m.buf[m.head:], func(d delivery) bool { return d.q == q })
 		m.buf = m.buf[:m.head+len(kept)]
 		q.buffered = 0
+		m.counted()
 	}
 	q.next = q.handed // what was read ahead is read again, if the queue stays
 }
@@ -379,6 +382,7 @@ func (m *Member) Next(ctx context.Context) (Record, error) {
 				clear(m.buf)
 				m.buf, m.head = m.buf[:0], 0
 			}
+			m.counted()
 			dq.buffered--
 			if q := m.queues[dq.id]; q != dq || q.revoking || q.fenced {
 				continue // dropped or asked back since it was read

@@ -41,3 +41,47 @@ func BenchmarkMemberHandOut(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/msg")
 }
+
+// TestMemberBufferedFollowsTheBuffer: Buffered (read without the member's lock) says what Next
+// can hand out after each change of the buffer: a reply taken, a message handed out, the
+// buffer handed out whole, a queue's messages discarded (a revocation, a fence, a drop).
+func TestMemberBufferedFollowsTheBuffer(t *testing.T) {
+	var data []byte
+	for range 3 {
+		var err error
+		if data, err = commitlog.AppendRecord(data, &commitlog.Message{Topic: "t", Body: []byte("x")}, commitlog.EncodeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &session{kick: make(chan struct{}, 1)}
+	q0, q1 := &heldQueue{s: s, id: 0, epoch: 1}, &heldQueue{s: s, id: 1, epoch: 1}
+	m := &Member{cfg: MemberConfig{MaxBatch: 3, Buffer: 6}, queues: map[int32]*heldQueue{0: q0, 1: q1},
+		ready: make(chan struct{}, 1), control: make(chan struct{}, 1)}
+	take := func() {
+		req := ReadRequest{Queues: []ReadQueue{{QueueID: 0, Offset: q0.next, Epoch: 1}, {QueueID: 1, Offset: q1.next, Epoch: 1}}}
+		m.take(s, req, []ReadSection{
+			{QueueID: 0, Status: ReadFound, NextOffset: q0.next + 3, MaxOffset: 100, Count: 3, Data: data},
+			{QueueID: 1, Status: ReadFound, NextOffset: q1.next + 3, MaxOffset: 100, Count: 3, Data: data}})
+	}
+	want := func(n int, after string) {
+		t.Helper()
+		if got := m.Buffered(); got != n {
+			t.Fatalf("after %s: Buffered %d, want %d", after, got, n)
+		}
+	}
+	want(0, "nothing")
+	take()
+	want(6, "a reply of 6 messages")
+	for i := range 6 {
+		if _, err := m.Next(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		want(5-i, "a message handed out")
+	}
+	take()
+	want(6, "another reply")
+	m.mu.Lock()
+	m.discardLocked(q1)
+	m.mu.Unlock()
+	want(3, "queue 1's messages discarded")
+}

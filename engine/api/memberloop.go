@@ -348,6 +348,7 @@ func (m *Member) take(s *session, req ReadRequest, sections []ReadSection) int {
 		}
 		q.atEnd = q.next >= sec.MaxOffset // read to its end, as of this read (no need for an empty one)
 	}
+	m.counted()
 	if taken > 0 || m.err != nil {
 		m.signal(m.ready)
 	}
