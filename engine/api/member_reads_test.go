@@ -14,6 +14,17 @@ import (
 	"github.com/rocketstore/engine/internal/store/commitlog"
 )
 
+// fakeAPI is the API subject prefix of the fake engine E.
+const fakeAPI = "$RS.API.e.E"
+
+// fakeAssignment is E's assignment of generation gen to member m of group g on topic t, asking
+// for a heartbeat every heartbeatMs.
+func fakeAssignment(gen, heartbeatMs int64, queues, revoke []AssignedQueue) []byte {
+	b, _ := json.Marshal(Assignment{Engine: "E", API: fakeAPI, Group: "g", Topic: "t", MemberID: "m", Generation: gen,
+		HeartbeatMs: heartbeatMs, SessionTimeoutMs: 3000, Queues: queues, Revoke: revoke})
+	return b
+}
+
 // TestMemberReleasesAQueueFencedBeforeItsRevocation: the engine fences a read of a queue it is
 // revoking, and its push of the revocation can reach the member after the read's reply. The
 // member must still release the queue (committing what it handled), not drop it: a queue dropped
@@ -22,11 +33,9 @@ import (
 // once the member has taken that reply (at its next read).
 func TestMemberReleasesAQueueFencedBeforeItsRevocation(t *testing.T) {
 	nc := runServer(t)
-	const api = "$RS.API.e.E"
+	const api = fakeAPI
 	assignment := func(gen int64, queues, revoke []AssignedQueue) []byte {
-		b, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: gen,
-			HeartbeatMs: 1000, SessionTimeoutMs: 3000, Queues: queues, Revoke: revoke})
-		return b
+		return fakeAssignment(gen, 1000, queues, revoke)
 	}
 	q0 := AssignedQueue{QueueID: 0, Epoch: 10, Offset: 0}
 	q1 := AssignedQueue{QueueID: 1, Epoch: 11, Offset: 0}
@@ -86,9 +95,8 @@ func TestMemberReleasesAQueueFencedBeforeItsRevocation(t *testing.T) {
 // every 20 ms and never answers a read: after its first read and 10 heartbeats, it must have sent no other.
 func TestMemberKeepsItsLongPollAcrossHeartbeats(t *testing.T) {
 	nc := runServer(t)
-	const api = "$RS.API.e.E"
-	a, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: 1,
-		HeartbeatMs: 20, SessionTimeoutMs: 3000, Queues: []AssignedQueue{{QueueID: 0, Epoch: 10}}})
+	const api = fakeAPI
+	a := fakeAssignment(1, 20, []AssignedQueue{{QueueID: 0, Epoch: 10}}, nil)
 	fake(t, nc, DefaultPrefix, EndpointGroupJoin, func(m *nats.Msg) { _ = m.Respond(a) })
 	heartbeats := make(chan struct{}, 100)
 	fake(t, nc, api, EndpointGroupHeartbeat, func(m *nats.Msg) {
@@ -137,9 +145,8 @@ func TestMemberKeepsItsLongPollAcrossHeartbeats(t *testing.T) {
 // at the end is a long poll: engine consume --until-end waited out its 1 s).
 func TestMemberAtEndWithTheLastBatch(t *testing.T) {
 	nc := runServer(t)
-	const api = "$RS.API.e.E"
-	a, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: 1,
-		HeartbeatMs: 1000, SessionTimeoutMs: 3000, Queues: []AssignedQueue{{QueueID: 0, Epoch: 10}}})
+	const api = fakeAPI
+	a := fakeAssignment(1, 1000, []AssignedQueue{{QueueID: 0, Epoch: 10}}, nil)
 	fake(t, nc, DefaultPrefix, EndpointGroupJoin, func(m *nats.Msg) { _ = m.Respond(a) })
 	fake(t, nc, api, EndpointGroupHeartbeat, func(m *nats.Msg) { _ = m.Respond(a) })
 	rec, err := commitlog.AppendRecord(nil, &commitlog.Message{Topic: "t", Body: []byte("last")}, commitlog.EncodeOptions{})
@@ -180,9 +187,8 @@ func TestMemberAtEndWithTheLastBatch(t *testing.T) {
 // between the member's reads must grow.
 func TestMemberBacksOffSkippedLongPolls(t *testing.T) {
 	nc := runServer(t)
-	const api = "$RS.API.e.E"
-	a, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: 1,
-		HeartbeatMs: 1000, SessionTimeoutMs: 3000, Queues: []AssignedQueue{{QueueID: 0, Epoch: 10}}})
+	const api = fakeAPI
+	a := fakeAssignment(1, 1000, []AssignedQueue{{QueueID: 0, Epoch: 10}}, nil)
 	fake(t, nc, DefaultPrefix, EndpointGroupJoin, func(m *nats.Msg) { _ = m.Respond(a) })
 	fake(t, nc, api, EndpointGroupHeartbeat, func(m *nats.Msg) { _ = m.Respond(a) })
 	reads := make(chan time.Time, 16)
@@ -226,12 +232,8 @@ func TestMemberBacksOffSkippedLongPolls(t *testing.T) {
 // which the member was never given: it must release it at the offset the engine names.
 func TestMemberReleasesAQueueAskedBackBeforeItWasGiven(t *testing.T) {
 	nc := runServer(t)
-	const api = "$RS.API.e.E"
-	assignment := func(gen int64, queues, revoke []AssignedQueue) []byte {
-		b, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: gen,
-			HeartbeatMs: 20, SessionTimeoutMs: 3000, Queues: queues, Revoke: revoke})
-		return b
-	}
+	const api = fakeAPI
+	assignment := func(gen int64, queues, revoke []AssignedQueue) []byte { return fakeAssignment(gen, 20, queues, revoke) }
 	q0 := AssignedQueue{QueueID: 0, Epoch: 10, Offset: 0}
 	q1 := AssignedQueue{QueueID: 1, Epoch: 11, Offset: 7}
 	fake(t, nc, DefaultPrefix, EndpointGroupJoin, func(m *nats.Msg) { _ = m.Respond(assignment(1, []AssignedQueue{q0}, nil)) })
@@ -272,9 +274,8 @@ func TestMemberReleasesAQueueAskedBackBeforeItWasGiven(t *testing.T) {
 // are handed out, then the buffer is looked at.
 func TestMemberLetsGoOfHandedOutReplies(t *testing.T) {
 	nc := runServer(t)
-	const api = "$RS.API.e.E"
-	a, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: 1,
-		HeartbeatMs: 1000, SessionTimeoutMs: 3000, Queues: []AssignedQueue{{QueueID: 0, Epoch: 10}}})
+	const api = fakeAPI
+	a := fakeAssignment(1, 1000, []AssignedQueue{{QueueID: 0, Epoch: 10}}, nil)
 	fake(t, nc, DefaultPrefix, EndpointGroupJoin, func(m *nats.Msg) { _ = m.Respond(a) })
 	fake(t, nc, api, EndpointGroupHeartbeat, func(m *nats.Msg) { _ = m.Respond(a) })
 	var recs []byte
@@ -324,9 +325,8 @@ func TestMemberLetsGoOfHandedOutReplies(t *testing.T) {
 func TestMemberAsksForItsDefaultBatch(t *testing.T) {
 	for _, tc := range []struct{ batch, want int }{{0, 2048}, {100, 100}, {1 << 20, MaxReadMax}} {
 		nc := runServer(t)
-		const api = "$RS.API.e.E"
-		a, _ := json.Marshal(Assignment{Engine: "E", API: api, Group: "g", Topic: "t", MemberID: "m", Generation: 1,
-			HeartbeatMs: 1000, SessionTimeoutMs: 3000, Queues: []AssignedQueue{{QueueID: 0, Epoch: 10}}})
+		const api = fakeAPI
+		a := fakeAssignment(1, 1000, []AssignedQueue{{QueueID: 0, Epoch: 10}}, nil)
 		fake(t, nc, DefaultPrefix, EndpointGroupJoin, func(m *nats.Msg) { _ = m.Respond(a) })
 		fake(t, nc, api, EndpointGroupHeartbeat, func(m *nats.Msg) { _ = m.Respond(a) })
 		asked := make(chan ReadRequest, 1)
