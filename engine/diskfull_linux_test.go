@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -18,29 +17,11 @@ import (
 
 	"github.com/rocketstore/engine/internal/store/checkpoint"
 	"github.com/rocketstore/engine/internal/store/segment"
+	"github.com/rocketstore/engine/internal/tmpfs"
 	"github.com/rocketstore/engine/internal/vfs"
 	"github.com/rocketstore/engine/internal/wire"
 	"github.com/rocketstore/engine/stages/ingress"
 )
-
-// mountTmpfs mounts a tmpfs of size bytes on a fresh directory, unmounted at the end of the
-// test. It skips the test where mounting is not allowed (not root, no CAP_SYS_ADMIN).
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "tmpfs")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): TestDiskFullNewSegment covers this on the in-memory file system", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
 
 // TestDiskFullTmpfs is TestDiskFullNewSegment on a real, small file system (a 4 MiB tmpfs,
 // when the test may mount one): real fallocate, real mmap. The disk fills below the refusal
@@ -51,7 +32,7 @@ func mountTmpfs(t *testing.T, size int64) string {
 // restart exactly the acked messages are there, and the log ends with the last of them.
 func TestDiskFullTmpfs(t *testing.T) {
 	const fsSize = 4 << 20
-	mnt := mountTmpfs(t, fsSize)
+	mnt := tmpfs.Mount(t, fsSize, "TestDiskFullNewSegment covers this on the in-memory file system")
 	o := testOptions(t, filepath.Join(mnt, "store"))
 	o.Logger = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel) // the allocator warns each round
 	o.CommitLogFileSize = 1 << 20
@@ -113,38 +94,6 @@ func TestDiskFullTmpfs(t *testing.T) {
 	checkAckedOnly(t, e, acked)
 }
 
-// fillDisk writes a ballast file into dir until the file system refuses a byte more (ENOSPC) and
-// checks that statfs then reports no block free; it returns the ballast's name.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	name := filepath.Join(dir, "ballast")
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for i := 0; len(chunk) > 0; i++ {
-		if i > 1<<20 {
-			t.Fatal("the disk never filled")
-		}
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			chunk = chunk[:len(chunk)/2] // what is left may hold a smaller write
-		}
-	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Bavail != 0 || st.Bfree != 0 {
-		t.Fatalf("after the ballast: %d blocks available, %d free; want none", st.Bavail, st.Bfree)
-	}
-	return name
-}
-
 // TestDiskFullZeroFreeTmpfs is the disk filled to its last byte (issue 27): a tmpfs whose every
 // free block a ballast file takes. The engine goes on: the checkpoint, saved in place, needs no
 // new block (it used to be rewritten as a new file, whose ENOSPC stopped the engine within a
@@ -154,7 +103,7 @@ func fillDisk(t *testing.T, dir string) string {
 // resume once the ballast is gone, with exactly the acked messages stored. TestDiskFullTmpfs,
 // which leaves 700 KiB free, could not see any of this.
 func TestDiskFullZeroFreeTmpfs(t *testing.T) {
-	mnt := mountTmpfs(t, 4<<20)
+	mnt := tmpfs.Mount(t, 4<<20, "TestDiskFullNewSegment and the nospace tests cover this on the in-memory file system")
 	clock := newRetClock(time.Now())
 	cpName := filepath.Join(mnt, "store", checkpoint.FileName)
 	saves := make(chan struct{}, 1024)
@@ -195,7 +144,7 @@ func TestDiskFullZeroFreeTmpfs(t *testing.T) {
 	}()
 	acked := retPut(t, e, "T", 20, 0)
 
-	ballast := fillDisk(t, mnt)
+	ballast := tmpfs.Fill(t, mnt)
 	acked, failed := putUntilRefused(t, e, acked, 20_000)
 	if !errors.Is(failed[0].Err, syscall.ENOSPC) || ingress.ReplyCode(failed[0].Err) != wire.CodeDiskFull {
 		t.Fatalf("refused with %v (code %d), want ENOSPC (507)", failed[0].Err, ingress.ReplyCode(failed[0].Err))
@@ -259,7 +208,7 @@ func TestDiskFullZeroFreeTmpfs(t *testing.T) {
 // age) deletes the oldest segments the last checkpoint covers, and writes resume without anyone
 // deleting files by hand.
 func TestDiskFullZeroFreeRetentionAtStart(t *testing.T) {
-	mnt := mountTmpfs(t, 4<<20)
+	mnt := tmpfs.Mount(t, 4<<20, "TestDiskFullNewSegment and the nospace tests cover this on the in-memory file system")
 	resumed := make(chan struct{}, 1)
 	o := testOptions(t, filepath.Join(mnt, "store"))
 	o.Logger = zerolog.New(zerolog.MultiLevelWriter(zerolog.NewTestWriter(t), lineWatch{
@@ -279,7 +228,7 @@ func TestDiskFullZeroFreeRetentionAtStart(t *testing.T) {
 	if err := os.Remove(ahead); err != nil {
 		t.Fatalf("no segment made ahead: %v", err)
 	}
-	fillDisk(t, mnt)
+	tmpfs.Fill(t, mnt)
 
 	e = mustOpen(t, o)
 	defer e.Close()

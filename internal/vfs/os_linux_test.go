@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/rocketstore/engine/internal/tmpfs"
 )
 
 func TestOSSegmentWriteSyncReopen(t *testing.T) {
@@ -152,12 +154,7 @@ func allocatedBytes(t *testing.T, name string) int64 {
 // size plus 1 TiB filled it, for a moment, under every test running beside this one (they got
 // ENOSPC writing a few MiB, with tens of GB free).
 func TestOSCreateSegmentENOSPC(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "tmpfs")
-	noErr(t, os.Mkdir(dir, 0o700))
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m,mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): the Mem tests cover ENOSPC on CreateSegment", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	dir := tmpfs.Mount(t, 4<<20, "the Mem tests cover ENOSPC on CreateSegment")
 	u, err := Default.DiskUsage(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -282,33 +279,10 @@ func TestUsageRatio(t *testing.T) {
 // ENOSPC), a file that exists is rewritten in place (OpenUpdate, WriteAt, Sync), while writing a
 // new one fails: what lets the checkpoint be saved on a full disk.
 func TestOSOpenUpdateOnFullTmpfs(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "tmpfs")
-	noErr(t, os.Mkdir(dir, 0o700))
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): TestMemOpenUpdate covers the contract", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	dir := tmpfs.Mount(t, 1<<20, "TestMemOpenUpdate covers the contract")
 	name := filepath.Join(dir, "checkpoint")
 	noErr(t, os.WriteFile(name, make([]byte, 4096), 0o600))
-	ballast := must(os.Create(filepath.Join(dir, "ballast")))
-	defer ballast.Close()
-	chunk := make([]byte, 4096)
-	for i := 0; ; i++ {
-		if i > 1<<10 {
-			t.Fatal("a 1 MiB tmpfs took more than 4 MiB")
-		}
-		if _, err := ballast.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	var st syscall.Statfs_t
-	noErr(t, syscall.Statfs(dir, &st))
-	if st.Bavail != 0 {
-		t.Fatalf("%d blocks still free", st.Bavail)
-	}
+	tmpfs.Fill(t, dir)
 	if err := os.WriteFile(filepath.Join(dir, "new"), []byte("x"), 0o600); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("a new file's first byte on a full tmpfs: %v, want ENOSPC", err)
 	}

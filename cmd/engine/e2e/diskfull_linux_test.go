@@ -4,69 +4,15 @@ package e2e
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/rocketstore/engine/internal/tmpfs"
 )
-
-// mountTmpfs mounts a tmpfs of size bytes on a fresh directory, unmounted at the end of the
-// test; it skips the test where mounting is not allowed (not root, no CAP_SYS_ADMIN; CI runs
-// as root).
-func mountTmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "tmpfs")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): engine's TestDiskFullZeroFreeTmpfs and seam tests cover this in process", err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a ballast file into dir until the file system takes no byte more (ENOSPC),
-// and checks that statfs then reports no block free.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	name := filepath.Join(dir, "ballast")
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for i := 0; len(chunk) > 0; i++ {
-		if i > 1<<20 {
-			t.Fatal("the disk never filled")
-		}
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			chunk = chunk[:len(chunk)/2]
-		}
-	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Bavail != 0 || st.Bfree != 0 {
-		t.Fatalf("after the ballast: %d blocks available, %d free; want none", st.Bavail, st.Bfree)
-	}
-	return name
-}
 
 // waitHTTP polls url (a child's monitor, from outside) until its status is want, and returns the
 // body; the test fails if the child exits or the deadline passes first.
@@ -114,14 +60,14 @@ func sealed(t *testing.T, e *engine) int64 {
 // is then in the store exactly once, at the position its ack gave.
 func TestDiskFullZeroFree(t *testing.T) {
 	t.Parallel()
-	mnt := mountTmpfs(t, 8<<20)
+	mnt := tmpfs.Mount(t, 8<<20, "engine's TestDiskFullZeroFreeTmpfs and seam tests cover this in process")
 	dir := filepath.Join(mnt, "store")
 	args := []string{"--http", "127.0.0.1:0", "--cq-flush-interval", "20ms", "--cq-flush-thorough-interval", "50ms"}
 	e := startEngine(t, dir, args...)
 	subjects := []string{"dev.1.temp", "dev.2.temp", "dev.3.temp"}
 	acked := publishAcked(t, e.url, "before", subjects, 20)
 
-	ballast := fillDisk(t, mnt)
+	ballast := tmpfs.Fill(t, mnt)
 	nc := connect(t, e.url)
 	refused, last, why := 0, int64(-1), ""
 	for i := 0; refused < 20; i++ {
