@@ -57,8 +57,11 @@ func TestReadsCheckCRC(t *testing.T) {
 	if !errors.Is(err, ErrChecksum) || out[0].Count != 2 || out[0].NextOffset != 2 {
 		t.Fatalf("batched read: %v, %+v", err, out)
 	}
-	if n := s.r.CRCFailures(); n != 4 {
-		t.Fatalf("%d failures counted, want 4", n)
+	if _, err := s.r.SearchKey(t.Context(), KeySearchRequest{Topic: "T", Key: "k"}); !errors.Is(err, ErrChecksum) {
+		t.Fatalf("key search (the console's): %v", err)
+	}
+	if n := s.r.CRCFailures(); n != 5 {
+		t.Fatalf("%d failures counted, want 5", n)
 	}
 
 	off := openOffline(t, fsys, "/store", small)

@@ -2,7 +2,6 @@ package reader
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/rocketstore/engine/internal/natssubject"
@@ -111,13 +110,12 @@ func (r *Reader) SearchKey(ctx context.Context, req KeySearchRequest) (KeyPage, 
 			if phys == page.Next.Last {
 				continue
 			}
-			v, err := cur.view(phys)
-			if errors.Is(err, errGone) || errors.Is(err, errAhead) {
-				continue
+			v, ok, err := r.keyCandidate(&cur, phys, req.Topic, req.Key)
+			if err != nil {
+				return KeyPage{}, err
 			}
-			if err != nil || v.PhysicalOffset() != phys {
-				return KeyPage{}, fmt.Errorf("%w: index entry for %s#%s names offset %d, which holds no record: %v",
-					ErrCorrupt, req.Topic, req.Key, phys, err)
+			if !ok {
+				continue
 			}
 			if req.UniqOnly && !hasUniqKey(v, req.Topic, req.Key) || !req.UniqOnly && !hasKey(v, req.Topic, req.Key) {
 				continue
@@ -127,6 +125,9 @@ func (r *Reader) SearchKey(ctx context.Context, req KeySearchRequest) (KeyPage, 
 				if !ok || !natssubject.Match(req.Subject, s) {
 					continue
 				}
+			}
+			if err := r.checkKeyed(v, phys, req.Topic, req.Key); err != nil {
+				return KeyPage{}, err
 			}
 			page.Messages = append(page.Messages, decode(v, phys, r.host, &buf, 0, true))
 			page.Next.Last = phys

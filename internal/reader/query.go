@@ -140,19 +140,16 @@ func (r *Reader) Query(ctx context.Context, req QueryRequest) ([]Message, error)
 				continue
 			}
 			seen[phys] = struct{}{}
-			v, err := cur.view(phys)
-			if errors.Is(err, errGone) || errors.Is(err, errAhead) {
-				continue
+			v, ok, err := r.keyCandidate(&cur, phys, req.Topic, req.Key)
+			if err != nil {
+				return nil, err
 			}
-			if err != nil || v.PhysicalOffset() != phys {
-				return nil, fmt.Errorf("%w: index entry for %s#%s names offset %d, which holds no record: %v",
-					ErrCorrupt, req.Topic, req.Key, phys, err)
+			if !ok {
+				continue
 			}
 			oldest = min(oldest, v.StoreTimestamp())
 			if hasKey(v, req.Topic, req.Key) {
-				if err := r.checkCRC(v, phys, func() string {
-					return fmt.Sprintf("a record of %s with the key %q", req.Topic, req.Key)
-				}); err != nil {
+				if err := r.checkKeyed(v, phys, req.Topic, req.Key); err != nil {
 					return nil, err
 				}
 				out = append(out, decode(v, phys, r.host, &buf, 0, true))
@@ -185,4 +182,24 @@ func hasKey(v commitlog.View, topic, key string) bool {
 			return true
 		}
 	}
+}
+
+// keyCandidate reads the record an index entry of topic#key names at phys: ok false for one
+// retention removed or not yet written (skipped), an ErrCorrupt error for an entry that names
+// no record. Query and SearchKey walk their candidates with it.
+func (r *Reader) keyCandidate(cur *cursor, phys int64, topic, key string) (commitlog.View, bool, error) {
+	v, err := cur.view(phys)
+	if errors.Is(err, errGone) || errors.Is(err, errAhead) {
+		return commitlog.View{}, false, nil
+	}
+	if err != nil || v.PhysicalOffset() != phys {
+		return commitlog.View{}, false, fmt.Errorf("%w: index entry for %s#%s names offset %d, which holds no record: %v",
+			ErrCorrupt, topic, key, phys, err)
+	}
+	return v, true, nil
+}
+
+// checkKeyed checks the CRC of a record found by its key, before it is served.
+func (r *Reader) checkKeyed(v commitlog.View, phys int64, topic, key string) error {
+	return r.checkCRC(v, phys, func() string { return fmt.Sprintf("a record of %s with the key %q", topic, key) })
 }
