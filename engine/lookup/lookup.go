@@ -164,8 +164,8 @@ func (f Finder) Replicated(src replicated.Config, name string, onFatal func(erro
 // a redelivered message whose dedupe key (its UNIQ_KEY) is stored in its topic already is acked
 // from there instead of being stored again (jspull.Config.Found).
 func (f Finder) JetStream(src jspull.Config) *jspull.Config {
-	src.Found = func(topic, key string) bool {
-		_, ok := f.First(topic, key)
+	src.Found = func(topic, key string, since int64) bool {
+		_, ok := f.Since(topic, key, since)
 		return ok
 	}
 	return &src

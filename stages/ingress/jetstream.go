@@ -67,7 +67,7 @@ func (s *jsSource) record(w *worker, b *batchBuild, j *job) {
 	}
 	if o.redelivered && o.key != "" && j.route.Err == nil && s.src.Found != nil {
 		w.in.restart.lookups.Add(1)
-		if s.src.Found(j.route.Topic, o.key) {
+		if s.src.Found(j.route.Topic, o.key, jspull.FoundSince(j.msg)) {
 			w.in.restart.found.Add(1)
 			w.in.settleJob(j, true)
 			s.settle(j.msg, nil) // stored before, its ack lost (a crash, a restart): ack it now

@@ -48,11 +48,11 @@ type Config struct {
 	MaxAckPending int
 	AckWait       time.Duration
 	FetchWait     time.Duration
-	// Found says whether a message with the dedupe key key is stored in topic already (its
-	// UNIQ_KEY, through the IndexFile; the engine sets it). A redelivered message found there is
-	// acked, not stored again. Nil: redeliveries are not looked up (the dedupe window alone
-	// holds them, within one run).
-	Found func(topic, key string) bool
+	// Found says whether a message with the dedupe key key is stored in topic already, at or
+	// after the store time since (Unix ms; its UNIQ_KEY, through the IndexFile; the engine sets
+	// it). A redelivered message found there is acked, not stored again. Nil: redeliveries are
+	// not looked up (the dedupe window alone holds them, within one run).
+	Found func(topic, key string, since int64) bool
 }
 
 // WithDefaults checks s and returns it with its defaults.
@@ -169,6 +169,22 @@ func Key(m *nats.Msg) (key string, redelivered bool) {
 		return "", false
 	}
 	return "$JS:" + md.Stream + ":" + strconv.FormatUint(md.Sequence.Stream, 10), redelivered
+}
+
+// clockSkew is how far the engine's clock may be behind the JetStream server's.
+const clockSkew = time.Minute
+
+// FoundSince is where a redelivery's first copy can be in the store: not before the message
+// entered its stream (its JetStream timestamp), less clockSkew; 0 (anywhere) when m carries no
+// JetStream metadata. Without the bound, a stream deleted and made again, whose sequences start
+// at 1 again, would have its messages' keys ($JS:<stream>:<seq>) found on records of the old
+// stream, and those messages acked without being stored.
+func FoundSince(m *nats.Msg) int64 {
+	md, err := m.Metadata()
+	if err != nil || md.Timestamp.IsZero() {
+		return 0
+	}
+	return max(md.Timestamp.Add(-clockSkew).UnixMilli(), 0)
 }
 
 // Settle acks or terminates a JetStream message after the store answered: stored (failed false)

@@ -37,3 +37,19 @@ func TestKey(t *testing.T) {
 		}
 	}
 }
+
+// TestFoundSince: a redelivery's first copy is looked up only from when the message entered
+// its stream (less the clock skew allowed), so that a stream made again, whose sequences start
+// at 1 again, does not find its keys on the old stream's records; a message without JetStream
+// metadata is looked up everywhere.
+func TestFoundSince(t *testing.T) {
+	m := nats.NewMsg("orders.eu")
+	m.Reply, m.Sub = "$JS.ACK.ORDERS.bridge.3.42.9.1700000000000000000.3", &nats.Subscription{}
+	if got, want := FoundSince(m), int64(1_700_000_000_000-60_000); got != want {
+		t.Fatalf("FoundSince = %d, want %d (the stream's time less a minute)", got, want)
+	}
+	m.Reply = "_INBOX.x"
+	if got := FoundSince(m); got != 0 {
+		t.Fatalf("FoundSince without metadata = %d, want 0", got)
+	}
+}
