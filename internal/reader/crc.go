@@ -37,11 +37,16 @@ func PropCRCRuleFrom(propCRCFrom int64) commitlog.PropCRCRule {
 }
 
 // loadPropCRCRule sets the rule of the store in dir from its checkpoint, for an offline Reader:
-// the entry is required where the engine wrote it and synced it (checkpoint.PropCRCRule), none
-// when there is no checkpoint or it does not decode (the reads then check each record's own CRC).
+// the entry is required where the engine wrote it and synced it, up to the checkpoint's durable
+// offset; none when there is no checkpoint or it does not decode (the reads then check each
+// record's own CRC). Not past the durable offset, as recovery's rule is: the Reader keeps its
+// rule across Refresh, and what a writer appends meanwhile (an engine run with --no-prop-crc, a
+// RocketMQ broker) need not carry the entry; each such record is still checked against its own.
 func (r *Reader) loadPropCRCRule(fsys vfs.FS, dir string) {
 	if cp, err := checkpoint.Load(fsys, filepath.Join(dir, checkpoint.FileName)); err == nil {
-		r.propCRC = cp.PropCRCRule()
+		rule := cp.PropCRCRule()
+		rule.To = min(rule.To, max(cp.Ext.DurableOffset, rule.From))
+		r.propCRC = rule
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rocketstore/engine/internal/store/checkpoint"
 	"github.com/rocketstore/engine/internal/store/commitlog"
 	"github.com/rocketstore/engine/internal/vfs"
 )
@@ -93,5 +94,23 @@ func TestReadsRequirePropCRC(t *testing.T) {
 	}
 	if s.r.SetPropCRCRule(PropCRCRuleFrom(phys + 1)); s.r.propCRC.Requires(phys) {
 		t.Fatal("the rule requires the entry before its start")
+	}
+}
+
+// TestOfflinePropCRCRuleEndsAtDurable: an offline Reader takes the rule from the checkpoint up
+// to its durable offset, not past it: it keeps the rule across Refresh, and what a writer
+// appends meanwhile (an engine run with --no-prop-crc, a RocketMQ broker) need not carry the
+// entry; such records are still checked against their own CRC.
+func TestOfflinePropCRCRuleEndsAtDurable(t *testing.T) {
+	fsys := vfs.NewMem()
+	noErr(t, fsys.MkdirAll("/store"))
+	noErr(t, checkpoint.Save(fsys, "/store/"+checkpoint.FileName, checkpoint.Checkpoint{
+		Ext: checkpoint.Ext{Valid: true, PropCRCFrom: 100, DurableOffset: 5000}}))
+	var r Reader
+	r.loadPropCRCRule(fsys, "/store")
+	for phys, want := range map[int64]bool{99: false, 100: true, 4999: true, 5000: false, 1 << 40: false} {
+		if got := r.propCRC.Requires(phys); got != want {
+			t.Errorf("the entry required at %d: %v, want %v", phys, got, want)
+		}
 	}
 }
