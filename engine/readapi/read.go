@@ -108,15 +108,20 @@ func (s *Service) handleRead(req micro.Request) {
 // 128 B a reply, that was as much CPU as reading the records.
 var readBodies = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}
 
-// maxPooledReadBody: a larger buffer (a reply of many large records) is left to the collector.
-const maxPooledReadBody = 8 << 20
+// Only buffers of the pool's size or more, up to maxPooledReadBody, go back to it: a long
+// poll's small one, or a body made again around a fenced queue, would fill the pool with
+// buffers every next read regrows toward a MiB; a larger one (a reply of many large records) is
+// left to the collector.
+const (
+	minPooledReadBody = 1 << 20
+	maxPooledReadBody = 8 << 20
+)
 
 func recycleReadBody(b []byte) {
-	if cap(b) > 0 && cap(b) <= maxPooledReadBody {
+	if cap(b) >= minPooledReadBody && cap(b) <= maxPooledReadBody {
 		b = b[:0]
 		readBodies.Put(&b)
 	}
-
 }
 
 // read reads r and builds the reply's headers and body.
