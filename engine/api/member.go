@@ -179,7 +179,7 @@ func (m *Member) AtEnd() bool {
 		return false
 	}
 	for _, q := range m.queues {
-		if q.revoking || !q.atEnd {
+		if q.revoking || q.fenced || !q.atEnd {
 			return false
 		}
 	}
@@ -330,7 +330,10 @@ func (m *Member) discardLocked(q *heldQueue) {
 		q.buffered = 0
 		m.counted()
 	}
-	q.next = q.handed // what was read ahead is read again, if the queue stays
+	if q.next > q.handed {
+		q.next = q.handed // what was read ahead is read again, if the queue stays
+		q.atEnd = false   // and it is no longer read to its end
+	}
 }
 
 // positionLocked is where q's group goes on from: past every message handled, and past those

@@ -353,3 +353,25 @@ func TestMemberAsksForItsDefaultBatch(t *testing.T) {
 		mem.Abandon()
 	}
 }
+
+// TestMemberNotAtEndAfterADiscard: a read that reached a queue's end marks it at its end with its
+// messages still buffered; when they are discarded (the read of the queue came back FENCED, or
+// it was asked back and then kept), they are read again, so the queue is not at its end, and a
+// fenced queue is not either: engine consume --until-end would stop with them unread.
+func TestMemberNotAtEndAfterADiscard(t *testing.T) {
+	q := &heldQueue{id: 0, next: 10, handed: 4, handled: 4, atEnd: true}
+	m := &Member{queues: map[int32]*heldQueue{0: q}}
+	for off := int64(4); off < 10; off++ {
+		m.buf = append(m.buf, delivery{q: q, off: off})
+		q.buffered++
+	}
+	m.discardLocked(q)
+	q.fenced = false // the heartbeat's assignment kept the queue
+	if m.AtEnd() || q.next != 4 {
+		t.Fatalf("after its 6 buffered messages were discarded: AtEnd %v, next %d; want false, 4", m.AtEnd(), q.next)
+	}
+	q.atEnd, q.fenced = true, true
+	if m.AtEnd() {
+		t.Fatal("AtEnd with the only queue fenced")
+	}
+}
