@@ -264,8 +264,7 @@ func (m *Member) read(s *session) {
 			m.err = err
 			m.mu.Unlock()
 			m.signal(m.ready)
-			m.pause(s)
-			continue
+			return // Next returns err from now on: nothing this session reads would be handed out
 		case err != nil:
 			m.pause(s) // a timeout, or the engine stopping: try again
 			continue
