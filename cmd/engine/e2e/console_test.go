@@ -359,6 +359,12 @@ func consoleActions(t *testing.T, browser context.Context, shots string) {
 	t.Run("reset and delete, confirmed in the page", func(t *testing.T) {
 		b.open(t, base+"group?topic=orders_eu&group=billing", "group")
 		b.wait(t, `document.querySelector('#who').dataset.actions === 'on' && document.querySelector('#reset-button')`, "the actions")
+		// An offset left empty is refused in the page, with no question asked (Number('') is 0:
+		// it used to ask to reset to "offset " and reset to 0).
+		b.do(t, chromedp.SetValue(chromedp.ID("reset-to"), "offset"), chromedp.SetValue(chromedp.ID("reset-offset"), ""),
+			chromedp.Click(chromedp.ID("reset-button")))
+		b.wait(t, `document.querySelector('#action-result').textContent.startsWith('Give an offset') && !document.querySelector('#confirm').open`,
+			"the empty offset refused without a question")
 		// Reset to the earliest: the dialog asks for the group's name before it goes ahead.
 		b.do(t, chromedp.SetValue(chromedp.ID("reset-to"), "earliest"), chromedp.Click(chromedp.ID("reset-button")))
 		b.wait(t, `document.querySelector('#confirm').open && document.querySelector('#confirm-ok').disabled`, "the confirmation, its button off")

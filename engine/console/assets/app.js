@@ -19,9 +19,14 @@ const views = {
 };
 
 let cleanup = null; // the current view's: stops its timers
+let shown = 0;      // counts routes: a view whose route is no longer the last one is dropped
 
-// route shows the view of the current URL.
+// route shows the view of the current URL. Each view draws into an element of its own, in
+// main: a view still fetching when the user moves on draws into its element, no longer in the
+// page, and its timers are stopped as soon as it returns, rather than drawing over the next
+// view or polling on.
 async function route() {
+  const mine = ++shown;
   if (cleanup) cleanup();
   cleanup = null;
   const main = document.getElementById('main');
@@ -39,11 +44,19 @@ async function route() {
   }
   main.dataset.view = path || 'overview';
   main.dataset.ready = '';
+  const el = h('div', {class: 'view'});
+  fill(main, el);
+  let stop = null;
   try {
-    cleanup = await view(main, params);
+    stop = await view(el, params);
   } catch (err) {
-    fill(main, errorBox(err));
+    fill(el, errorBox(err));
   }
+  if (mine !== shown) {
+    if (stop) stop();
+    return;
+  }
+  cleanup = stop;
   main.dataset.ready = 'true';
 }
 

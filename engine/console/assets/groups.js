@@ -80,9 +80,16 @@ function actions(g) {
   const del = h('button', {type: 'button', id: 'delete-button', class: 'danger'}, 'Delete group…');
   reset.addEventListener('click', async () => {
     const body = {topic: g.topic, group: g.group, to: to.value};
-    if (to.value === 'time') body.time = new Date(at.value).getTime();
-    if (to.value === 'offset') body.offset = Number(off.value);
-    const what = to.value === 'time' ? 'the first message at or after ' + at.value : to.value === 'offset' ? 'offset ' + off.value : to.value;
+    if (to.value === 'time') {
+      body.time = new Date(at.value).getTime();
+      if (!Number.isFinite(body.time)) return void fill(result, 'Give a time to reset to.');
+    }
+    if (to.value === 'offset') {
+      // Number('') is 0: an empty field would reset to 0 while the question showed no offset.
+      body.offset = off.value.trim() === '' ? NaN : Number(off.value);
+      if (!Number.isSafeInteger(body.offset) || body.offset < 0) return void fill(result, 'Give an offset, a whole number from 0.');
+    }
+    const what = to.value === 'time' ? 'the first message at or after ' + at.value : to.value === 'offset' ? 'offset ' + body.offset : to.value;
     if (!(await confirmAction(`Reset the offsets of group “${g.group}” on ${g.topic} to ${what}?`, g.group))) return;
     await act(result, 'group/reset', body, (r) => 'Reset: ' + r.queues.map((q) => `queue ${q.queue_id} → ${q.offset}`).join(', '));
   });
