@@ -173,3 +173,33 @@ func patchFile(t *testing.T, fsys *vfs.Mem, name string, change func([]byte)) {
 		t.Fatal(err)
 	}
 }
+
+// TestClearFromTornAcrossAHole: an entry past the kept ones whose first bytes reached disk and
+// whose rest lies in a page that did not (a hole) is cleared too; clearFrom looked only at
+// entries wholly inside a data extent, so this one stayed half written for the writer to reach.
+// In wide, entry 202 spans bytes 12272 to 12292, across the page edge at 12288.
+func TestClearFromTornAcrossAHole(t *testing.T) {
+	fsys := vfs.NewMem()
+	s := openService(t, Options{FS: fsys, Geometry: wide})
+	for i := range int64(10) {
+		build(t, s, 100*i, t0+1000*i, fmt.Sprint("k", i))
+	}
+	f := s.Files()[0]
+	at := wide.EntryOffset(202)
+	if at/4096 == (at+EntrySize-1)/4096 {
+		t.Fatalf("entry 202 at %d does not cross a page edge", at)
+	}
+	edge := (at/4096 + 1) * 4096
+	for i := at; i < edge; i++ {
+		f.data[i] = 0xab // the torn entry's first bytes; the page after it stays a hole
+	}
+	f.wmu.Lock()
+	cleared, err := f.clearFrom(11)
+	f.wmu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !allZero(f.data[at:edge]) || cleared != 1 {
+		t.Fatalf("cleared %d; the entry across the hole holds % x", cleared, f.data[at:at+EntrySize])
+	}
+}

@@ -110,13 +110,21 @@ func (f *File) clearFrom(end int32) (int32, error) {
 	for _, x := range f.sf.DataExtents(from) {
 		lo := max(x.Off, from)
 		lo = from + (lo-from)/EntrySize*EntrySize // whole entries
-		for at := lo; at+EntrySize <= x.End; at += EntrySize {
-			e := f.data[at : at+EntrySize]
+		// Every entry that overlaps the extent: one that runs on into a hole (its first bytes
+		// on disk, its page after them lost) is torn too; only its part in the extent is
+		// cleared, which needs no new block. An entry that starts in a hole before the extent
+		// is written whole, its blocks reserved first (a write into a hole of a mapping with no
+		// block to give faults).
+		for at := lo; at < x.End && at+EntrySize <= int64(len(f.data)); at += EntrySize {
+			e := f.data[at:min(at+EntrySize, x.End)]
 			if allZero(e) {
 				continue
 			}
-			if err := f.sf.Reserve(at + EntrySize); err != nil {
-				return cleared, fmt.Errorf("indexfile: relink %s: %w", f.name, err)
+			if at < x.Off {
+				if err := f.sf.Reserve(at + EntrySize); err != nil {
+					return cleared, fmt.Errorf("indexfile: relink %s: %w", f.name, err)
+				}
+				e = f.data[at : at+EntrySize]
 			}
 			clear(e)
 			cleared++
